@@ -1,0 +1,74 @@
+"""Plain, obviously-correct references for the text operators (written from SEMANTICS.md §2–§3).
+
+They are slow on purpose (no automaton, no state): the operators are checked against them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def first_rules(rules: Sequence[tuple[str, str]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for p, r in rules:
+        out.setdefault(p, r)
+    return out
+
+
+def batch_replace(text: str, rules: Sequence[tuple[str, str]]) -> str:
+    table = first_rules(rules)
+    out = []
+    i = 0
+    while i < len(text):
+        found = [p for p in table if text.startswith(p, i)]
+        if found:
+            p = max(found, key=len)
+            out.append(table[p])
+            i += len(p)
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def is_open(rest: str, patterns: Sequence[str]) -> bool:
+    return bool(rest) and any(len(p) > len(rest) and p.startswith(rest) for p in patterns)
+
+
+def replace_emitted(text: str, rules: Sequence[tuple[str, str]]) -> str:
+    """What replace must have emitted after seeing ``text`` (SEMANTICS §2 earliest emission)."""
+    table = first_rules(rules)
+    i = 0
+    while i < len(text):
+        if is_open(text[i:], list(table)):
+            break
+        found = [p for p in table if text.startswith(p, i)]
+        i += len(max(found, key=len)) if found else 1
+    return batch_replace(text[: min(i, len(text))], rules)
+
+
+def batch_stop(text: str, stops: Sequence[str], include_stop: bool = False) -> tuple[str, str | None]:
+    best: tuple[int, str] | None = None
+    for s in stops:
+        p = text.find(s)
+        if p >= 0 and (best is None or p < best[0] or (p == best[0] and len(s) > len(best[1]))):
+            best = (p, s)
+    if best is None:
+        return text, None
+    p, s = best
+    return text[: p + len(s)] if include_stop else text[:p], s
+
+
+def stop_state(text: str, stops: Sequence[str], include_stop: bool = False) -> tuple[str, bool]:
+    """(what stop must have emitted after ``text``, whether it has decided) per SEMANTICS §3."""
+    batch_out, s0 = batch_stop(text, stops, include_stop)
+    q_set = [q for q in range(len(text)) if is_open(text[q:], stops)]
+    p0 = None
+    if s0 is not None:
+        p0 = len(batch_out) - (len(s0) if include_stop else 0)
+    if p0 is not None and all(q > p0 for q in q_set):
+        return batch_out, True
+    if include_stop:
+        return (batch_out if s0 is not None else text), False
+    cut = min([*q_set, *([p0] if p0 is not None else [])], default=len(text))
+    return text[:cut], False
