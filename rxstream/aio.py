@@ -34,7 +34,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 import reactivex
 from reactivex import abc
@@ -188,8 +188,11 @@ class _ObservableAsyncIterator(Generic[_T]):
             while True:
                 with channel.cond:
                     if channel.queue:
-                        items = list(channel.queue)
-                        channel.queue.clear()
+                        if self._coalesce:
+                            items = list(channel.queue)
+                            channel.queue.clear()
+                        else:
+                            items = [channel.queue.popleft()]
                         channel.cond.notify_all()
                         channel.waiter = None
                     elif channel.done or channel.closed:
@@ -344,7 +347,7 @@ def from_async_iterable(
                     with contextlib.suppress(RuntimeError):
                         target.call_soon_threadsafe(handle.cancel)
             else:
-                cast("concurrent.futures.Future[None]", handle).cancel()
+                handle.cancel()
 
         return Disposable(dispose)
 
