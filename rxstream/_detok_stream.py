@@ -1,0 +1,321 @@
+"""Incremental detokenization without Rx: :class:`StreamDetokenizer` (``push`` ids, get text deltas).
+
+Two engines sit behind one class:
+
+* **table** (exact, O(1) per token): each id's bytes come from a precomputed
+  :class:`~rxstream._detok_table.DecodeTable` and go through an incremental UTF-8 decoder that
+  holds at most 3 bytes of an incomplete sequence. Bytes that can never become valid UTF-8 are
+  emitted at once as U+FFFD (one per maximal invalid subpart) and never retracted.
+* **window** (fallback for decoders no table reproduces): the previous few ids are kept as context,
+  ``decode(context + pending)`` is compared with ``decode(context)``, and the new suffix is emitted
+  once it does not end in U+FFFD. When the decoded context is not a prefix of the new decode, or
+  decodes keep ending in U+FFFD, it waits at most ``cap`` ids and then emits its best text rather
+  than raising.
+
+Neither keeps a list of all ids: memory per stream is bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from os.path import commonprefix
+from typing import Any
+
+from ._detok_protocol import TokenizerProtocol, as_detok_tokenizer
+from ._detok_table import DecodeTable
+
+__all__ = ["StreamDetokenizer", "incomplete_utf8_start", "out_of_vocab"]
+
+_REPLACEMENT = "\ufffd"
+
+
+def incomplete_utf8_start(buf: bytes) -> int:
+    """Index where a trailing UTF-8 sequence that is incomplete but can still become valid starts.
+
+    Returns ``len(buf)`` when the end of ``buf`` needs no more bytes. The tail is at most 3 bytes.
+    A lead byte followed by a byte it can never accept (``E0 80``, ``ED A0``, ``F4 90``...) is not
+    held: it is invalid already.
+    """
+    n = len(buf)
+    k = 1
+    while k <= 3 and k <= n:
+        b = buf[n - k]
+        if b < 0x80:
+            return n
+        if b < 0xC0:  # continuation byte: look further back
+            k += 1
+            continue
+        if b < 0xC2 or b > 0xF4:
+            return n
+        need = 2 if b < 0xE0 else (3 if b < 0xF0 else 4)
+        if k >= need:
+            return n
+        if k >= 2:
+            c = buf[n - k + 1]
+            if (
+                (b == 0xE0 and c < 0xA0)
+                or (b == 0xED and c > 0x9F)
+                or (b == 0xF0 and c < 0x90)
+                or (b == 0xF4 and c > 0x8F)
+            ):
+                return n
+        return n - k
+    return n
+
+
+def out_of_vocab(token_id: Any, size: int) -> ValueError:
+    """The error for an id outside the vocabulary."""
+    return ValueError(f"detokenize: token id {token_id!r} is outside the vocabulary (size {size})")
+
+
+def _fast_texts(table: DecodeTable) -> list[str | None]:
+    """Per id: its text when its bytes are complete UTF-8 on their own, else None (slow path)."""
+    cached = table.fast_texts
+    if cached is not None:
+        return cached
+    texts: list[str | None] = []
+    for b in table.later:
+        if b is None:
+            texts.append(None)
+            continue
+        try:
+            texts.append(b.decode("utf-8"))
+        except UnicodeDecodeError:
+            texts.append(None)
+    object.__setattr__(table, "fast_texts", texts)
+    return texts
+
+
+class _TableEngine:
+    """Exact per-id byte table + incremental UTF-8 (see module docstring)."""
+
+    __slots__ = (
+        "_first",
+        "_first_bytes",
+        "_held",
+        "_later",
+        "_n",
+        "_simple",
+        "_skipped",
+        "_strip_char",
+        "_strip_left",
+        "_texts",
+    )
+
+    def __init__(self, table: DecodeTable) -> None:
+        self._later = table.later
+        self._first_bytes = table.first if table.first is not None else table.later
+        self._n = len(table.later)
+        self._texts = _fast_texts(table)
+        self._skipped = table.skipped
+        self._strip_char = table.strip_char
+        self._strip_left = table.strip_count if table.strip_char else 0
+        self._held = b""
+        self._first = table.first is not None
+        self._simple = not (self._first or self._strip_left)
+
+    def push_one(self, i: int) -> str:
+        """Text completed by one id."""
+        if self._simple and 0 <= i < self._n:
+            s = self._texts[i]
+            if s is not None:
+                return s
+        return self._slow(i)
+
+    def push_many(self, ids: Iterable[int]) -> str:
+        """Text completed by several ids (same as pushing them one by one)."""
+        texts = self._texts
+        n = self._n
+        parts: list[str] = []
+        for i in ids:
+            if self._simple and 0 <= i < n:
+                s = texts[i]
+                if s is not None:
+                    if s:
+                        parts.append(s)
+                    continue
+            s = self._slow(i)
+            if s:
+                parts.append(s)
+        return "".join(parts)
+
+    def _slow(self, i: int) -> str:
+        if not (0 <= i < self._n) or self._later[i] is None:
+            raise out_of_vocab(i, self._n)
+        if i in self._skipped:
+            return ""
+        if self._first:
+            b = self._first_bytes[i]
+            self._first = False
+        else:
+            b = self._later[i]
+        assert b is not None
+        if self._held:
+            b = self._held + b
+        cut = incomplete_utf8_start(b)
+        if cut < len(b):
+            self._held = b[cut:]
+            b = b[:cut]
+        else:
+            self._held = b""
+        text = b.decode("utf-8", "replace")
+        if self._strip_left and text:
+            text = self._strip(text)
+        self._simple = not (self._held or self._first or self._strip_left)
+        return text
+
+    def _strip(self, text: str) -> str:
+        c = self._strip_char
+        cut = 0
+        while self._strip_left and cut < len(text) and text[cut] == c:
+            cut += 1
+            self._strip_left -= 1
+        if cut < len(text):
+            self._strip_left = 0
+        return text[cut:]
+
+    def finish(self) -> str:
+        """Flush held bytes (an incomplete sequence at the end becomes U+FFFD)."""
+        if not self._held:
+            return ""
+        text = self._held.decode("utf-8", "replace")
+        self._held = b""
+        if self._strip_left and text:
+            text = self._strip(text)
+        self._simple = not (self._first or self._strip_left)
+        return text
+
+
+class _WindowEngine:
+    """Windowed re-decode fallback for decoders without an exact table."""
+
+    __slots__ = ("_cap", "_ctx", "_done", "_n", "_pend", "_skip", "_tok", "_window")
+
+    def __init__(self, tok: TokenizerProtocol, skip_special_tokens: bool, window: int, cap: int) -> None:
+        self._tok = tok
+        self._skip = skip_special_tokens
+        self._n = tok.vocab_size
+        self._window = window
+        self._cap = cap
+        self._ctx: list[int] = []
+        self._pend: list[int] = []
+        self._done = ""  # the part of decode(ctx) already emitted
+
+    def seed(self, prompt_ids: Sequence[int]) -> None:
+        """Use the end of the prompt as context (its text is never emitted)."""
+        for i in prompt_ids:
+            if not (0 <= i < self._n):
+                raise out_of_vocab(i, self._n)
+        self._ctx = list(prompt_ids[-self._window :])
+        self._done = self._tok.decode(self._ctx, self._skip).rstrip(_REPLACEMENT)
+
+    def push_one(self, i: int) -> str:
+        """Text completed by one id."""
+        if not (0 <= i < self._n):
+            raise out_of_vocab(i, self._n)
+        self._pend.append(i)
+        full = self._tok.decode(self._ctx + self._pend, self._skip)
+        at_cap = len(self._pend) >= self._cap
+        done = self._done
+        if full.startswith(done):
+            stable = len(full) if at_cap else len(full.rstrip(_REPLACEMENT))
+            if stable <= len(done):
+                if at_cap:
+                    self._advance(full, len(full))
+                return ""
+            self._advance(full, stable)
+            return full[len(done) : stable]
+        if not at_cap:
+            return ""  # the decoded context changed: wait, it usually settles within a few ids
+        start = len(commonprefix([full, done]))
+        self._advance(full, len(full))
+        return full[start:]
+
+    def push_many(self, ids: Iterable[int]) -> str:
+        """Text completed by several ids (same as pushing them one by one)."""
+        return "".join([self.push_one(i) for i in ids])
+
+    def _advance(self, full: str, emitted: int) -> None:
+        """Slide the context window after ``full[:emitted]`` has been emitted."""
+        ids = self._ctx + self._pend
+        self._ctx = ids[-self._window :]
+        self._pend = []
+        held = len(full) - emitted
+        text = self._tok.decode(self._ctx, self._skip) if len(self._ctx) < len(ids) else full
+        self._done = text[: len(text) - held] if held else text
+
+    def finish(self) -> str:
+        """Emit whatever the pending ids still hold."""
+        if not self._pend:
+            full = self._tok.decode(self._ctx, self._skip)
+        else:
+            full = self._tok.decode(self._ctx + self._pend, self._skip)
+        done = self._done
+        start = len(done) if full.startswith(done) else len(commonprefix([full, done]))
+        out = full[start:]
+        self._advance(full, len(full))
+        return out
+
+
+class StreamDetokenizer:
+    """Turns token ids into text deltas, exactly as ``tokenizer.decode`` would, in O(1) per token.
+
+    >>> det = StreamDetokenizer(tokenizer)            # doctest: +SKIP
+    >>> det.push(ids[0]) + det.push(ids[1:]) + det.finish() == tokenizer.decode(ids)  # doctest: +SKIP
+    True
+
+    Args:
+        tokenizer: a ``tokenizers.Tokenizer``, a ``transformers`` fast tokenizer, a
+            ``tiktoken.Encoding`` or a :class:`~rxstream.TokenizerProtocol`.
+        skip_special_tokens: drop special tokens, as ``decode(..., skip_special_tokens=True)``.
+        prompt_ids: ids that come before the generation: they set the context (leading-space
+            rules, a character split across the boundary) and their text is never emitted.
+        window: context ids kept by the windowed fallback (unused on the exact table path).
+        cap: how many ids the windowed fallback waits at most while decodes end in U+FFFD or the
+            decoded context changes.
+
+    Raises:
+        TypeError: for an unsupported tokenizer.
+        ValueError: for a bad ``window``/``cap``, or an out-of-vocabulary id in ``prompt_ids``
+            (``push`` raises the same for out-of-vocabulary ids).
+    """
+
+    __slots__ = ("exact", "finish", "push_many", "push_one", "tokenizer")
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        skip_special_tokens: bool = True,
+        prompt_ids: Sequence[int] | None = None,
+        window: int = 6,
+        cap: int = 8,
+    ) -> None:
+        if window < 1 or cap < 1:
+            raise ValueError(f"StreamDetokenizer: window and cap must be >= 1, got {window}, {cap}")
+        tok = as_detok_tokenizer(tokenizer)
+        self.tokenizer: TokenizerProtocol = tok
+        table = tok.decode_table(skip_special_tokens)
+        engine: _TableEngine | _WindowEngine
+        if table is not None:
+            engine = _TableEngine(table)
+            if prompt_ids:
+                engine.push_many(prompt_ids)
+        else:
+            engine = _WindowEngine(tok, skip_special_tokens, window, cap)
+            if prompt_ids:
+                engine.seed(prompt_ids)
+        self.exact: bool = table is not None
+        """True on the exact table path, False on the windowed fallback."""
+        self.push_one = engine.push_one
+        """Push one id, return the text it completes (possibly "")."""
+        self.push_many = engine.push_many
+        """Push several ids, return the text they complete (possibly "")."""
+        self.finish = engine.finish
+        """Flush: return the text still held (an incomplete character becomes U+FFFD)."""
+
+    def push(self, ids: int | Iterable[int]) -> str:
+        """Push one id or several; return the newly completed text (possibly "")."""
+        if isinstance(ids, int):
+            return self.push_one(ids)
+        return self.push_many(ids)

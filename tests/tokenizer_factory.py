@@ -1,0 +1,181 @@
+"""Real ``tokenizers`` tokenizers trained in-process on local text, for the detokenize tests.
+
+Every builder is cached for the test session (training takes well under a second each). The
+corpus is the Python standard library's own source files (always present wherever Python runs)
+plus a small deterministic block of multilingual text, so that some CJK and accented characters
+get merged tokens while most emoji and rare characters stay split across byte tokens.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+__all__ = [
+    "BYTELEVEL_ADDED",
+    "BYTELEVEL_SPECIAL",
+    "all_tokenizers",
+    "bytelevel",
+    "corpus",
+    "llama",
+    "metaspace",
+    "unigram",
+    "wordpiece",
+]
+
+BYTELEVEL_SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+"""Special tokens of the ByteLevel tokenizer (skipped with ``skip_special_tokens=True``)."""
+BYTELEVEL_ADDED = ("<tool>", "</tool>", "ünïcödé")
+"""Added, non-special tokens of the ByteLevel tokenizer (always decoded)."""
+
+_MULTILINGUAL = (
+    "Grüße aus München, schöne Äpfel und Öl. Ça va très bien, merci beaucoup. "
+    "日本語のテキストです。中文文本在这里。한국어 텍스트입니다. "
+    "Русский текст здесь. Ελληνικά γράμματα. עברית כאן. العربية هنا. "
+    "naïve café résumé façade coöperate piñata jalapeño "
+)
+
+
+def _stdlib_files() -> list[Path]:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    return sorted(p for p in root.glob("*.py") if p.is_file())
+
+
+@functools.cache
+def corpus(max_bytes: int = 400_000) -> tuple[str, ...]:
+    """Training lines: standard-library source (up to ``max_bytes``) plus multilingual text."""
+    lines: list[str] = []
+    total = 0
+    for path in _stdlib_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in text.splitlines():
+            lines.append(line)
+            total += len(line)
+        if total >= max_bytes:
+            break
+    rng = random.Random(1234)
+    words = _MULTILINGUAL.split()
+    for _ in range(400):
+        lines.append(" ".join(rng.choice(words) for _ in range(12)))
+    return tuple(lines)
+
+
+def _lines(max_bytes: int) -> Iterator[str]:
+    yield from corpus(max_bytes)
+
+
+def _add_byte_tokens(tok: Tokenizer) -> Tokenizer:
+    """Return a copy of a BPE tokenizer whose model vocabulary also holds ``<0x00>``..``<0xFF>``."""
+    data = json.loads(tok.to_str())
+    vocab: dict[str, int] = data["model"]["vocab"]
+    added_ids = {t["id"] for t in data.get("added_tokens", [])}
+    next_id = max([*vocab.values(), *added_ids]) + 1
+    for b in range(256):
+        name = f"<0x{b:02X}>"
+        if name not in vocab:
+            vocab[name] = next_id
+            next_id += 1
+    return Tokenizer.from_str(json.dumps(data))
+
+
+@functools.cache
+def bytelevel(vocab_size: int = 2000, max_bytes: int = 400_000) -> Tokenizer:
+    """GPT-2 style ByteLevel BPE with special tokens and added (non-special) tokens."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=list(BYTELEVEL_SPECIAL),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_lines(max_bytes), trainer=trainer)
+    tok.add_tokens([AddedToken(t, normalized=False) for t in BYTELEVEL_ADDED])
+    return tok
+
+
+@functools.cache
+def llama(vocab_size: int = 2000, max_bytes: int = 400_000) -> Tokenizer:
+    """Llama/Mistral style byte-fallback BPE: ``▁`` normalizer, Replace/ByteFallback/Fuse/Strip decoder."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<unk>", "<s>", "</s>"],
+        limit_alphabet=120,
+        show_progress=False,
+    )
+    tok.train_from_iterator(_lines(max_bytes), trainer=trainer)
+    return _add_byte_tokens(tok)
+
+
+@functools.cache
+def metaspace(vocab_size: int = 1500, max_bytes: int = 300_000) -> Tokenizer:
+    """Metaspace pre-tokenizer BPE with byte fallback and a ByteFallback + Metaspace decoder."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement="▁")])
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<unk>", "<s>", "</s>"],
+        limit_alphabet=120,
+        show_progress=False,
+    )
+    tok.train_from_iterator(_lines(max_bytes), trainer=trainer)
+    return _add_byte_tokens(tok)
+
+
+@functools.cache
+def unigram(vocab_size: int = 1500, max_bytes: int = 200_000) -> Tokenizer:
+    """T5 style Unigram with a Metaspace pre-tokenizer and decoder."""
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<pad>", "</s>", "<unk>"],
+        unk_token="<unk>",
+        show_progress=False,
+    )
+    tok.train_from_iterator(_lines(max_bytes), trainer=trainer)
+    return tok
+
+
+@functools.cache
+def wordpiece(vocab_size: int = 2000, max_bytes: int = 300_000) -> Tokenizer:
+    """BERT style WordPiece (BertNormalizer, BertPreTokenizer, WordPiece decoder with cleanup)."""
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=False)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=True)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"],
+        show_progress=False,
+    )
+    tok.train_from_iterator(_lines(max_bytes), trainer=trainer)
+    return tok
+
+
+def all_tokenizers() -> dict[str, Tokenizer]:
+    """Every tokenizer family by name."""
+    return {
+        "bytelevel": bytelevel(),
+        "llama": llama(),
+        "metaspace": metaspace(),
+        "unigram": unigram(),
+        "wordpiece": wordpiece(),
+    }
