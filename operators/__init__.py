@@ -1,8 +1,47 @@
-"""rxstream operators: functions returning ``Callable[[Observable[T]], Observable[R]]`` for ``pipe``.
+"""rxstream operators: each function returns an operator for ``Observable.pipe``.
 
-Text operators (``Observable[str] -> Observable[str]``): :func:`replace`, :func:`hold_back`,
-:func:`stop`, :func:`deltas`, :func:`snapshots`. Token-id operators: :func:`stop_on_tokens`,
-:func:`max_tokens`. Threading: :func:`serialize`.
+Text operators (``Observable[str] -> Observable[str]``, or streams of :class:`~rxstream.Piece`
+that carry their token ids):
+
+- :func:`replace` -- find/replace many patterns at once, emitting as early as possible.
+- :func:`hold_back` -- pass text through, holding only what could still become a pattern.
+- :func:`stop` -- end the stream before the first stop string; cancel the generation upstream.
+- :func:`deltas` / :func:`snapshots` -- cumulative "whole text so far" items <-> deltas.
+
+Token-id operators (``Observable[int | Sequence[int]]``):
+
+- :func:`stop_on_tokens` -- end the stream at a stop token id.
+- :func:`max_tokens` -- a token budget.
+
+Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
+
+Every public operator documents its timing with a marble diagram, checked by the test suite.
+
+>>> import reactivex as rx
+>>> from reactivex import operators as ops
+>>> from rxstream.operators import replace, stop
+>>> rx.from_iterable(["Hel", "lo<N", "L>wor", "ld<|end|>", "!"]).pipe(
+...     replace({"<NL>": "\\n"}), stop("<|end|>"), ops.to_list()
+... ).run()
+['Hel', 'lo', '\\nwor', 'ld']
 """
 
-__all__: list[str] = []
+from ._deltas import deltas
+from ._hold_back import hold_back
+from ._max_tokens import max_tokens
+from ._replace import replace
+from ._serialize import serialize
+from ._snapshots import snapshots
+from ._stop import stop
+from ._stop_on_tokens import stop_on_tokens
+
+__all__ = [
+    "deltas",
+    "hold_back",
+    "max_tokens",
+    "replace",
+    "serialize",
+    "snapshots",
+    "stop",
+    "stop_on_tokens",
+]

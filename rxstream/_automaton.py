@@ -107,8 +107,18 @@ class Scanner:
             was already there, such as a prompt).
     """
 
-    __slots__ = ("_best", "_best_len", "_node", "held", "halt", "match", "outputs", "protect",
-                 "resolved", "trie")
+    __slots__ = (
+        "_best",
+        "_best_len",
+        "_node",
+        "halt",
+        "held",
+        "match",
+        "outputs",
+        "protect",
+        "resolved",
+        "trie",
+    )
 
     def __init__(self, trie: PatternTrie, outputs: Sequence[str], *, halt: bool = False,
                  protect: int = 0) -> None:

@@ -42,11 +42,14 @@ class Finish:
         reason: why it ended.
         stop: the stop string or stop token id that matched, when ``reason`` is ``STOP``.
         error: the exception, when ``reason`` is ``ERROR``.
+        dropped: token ids whose text was cut off by a stop (aligned streams of
+            :class:`~rxstream.Piece` only; SEMANTICS §5).
     """
 
     reason: FinishReason
     stop: str | int | None = None
     error: BaseException | None = None
+    dropped: tuple[int, ...] = ()
 
     @property
     def openai_reason(self) -> str | None:

@@ -47,7 +47,8 @@ def normalize_rules(rules: Rules, *, owner: str = "replace") -> tuple[tuple[str,
     return tuple(seen.items())
 
 
-def normalize_stops(stops: str | Iterable[str], *, owner: str = "stop") -> tuple[str, ...]:
+def normalize_stops(stops: str | Iterable[str], *, owner: str = "stop", what: str = "stop string"
+                    ) -> tuple[str, ...]:
     """Check stop strings (one ``str`` or several) and return them without duplicates.
 
     Raises:
@@ -59,12 +60,12 @@ def normalize_stops(stops: str | Iterable[str], *, owner: str = "stop") -> tuple
     try:
         items = list(stops)
     except TypeError:
-        raise TypeError(f"{owner}: stop strings must be a str or an iterable of str, got {stops!r}") from None
+        raise TypeError(f"{owner}: {what}s must be a str or an iterable of str, got {stops!r}") from None
     out: dict[str, None] = {}
     for s in items:
         if not isinstance(s, str):
-            raise TypeError(f"{owner}: stop string must be a str, got {type(s).__name__}: {s!r}")
+            raise TypeError(f"{owner}: {what} must be a str, got {type(s).__name__}: {s!r}")
         if not s:
-            raise ValueError(f"{owner}: stop string must be non-empty, got {s!r}")
+            raise ValueError(f"{owner}: {what} must be non-empty, got {s!r}")
         out.setdefault(s)
     return tuple(out)

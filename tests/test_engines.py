@@ -97,7 +97,8 @@ def test_tokflow_article_example() -> None:
 
 @pytest.mark.parametrize(
     ("rules", "error"),
-    [({"": "x"}, ValueError), ({1: "x"}, TypeError), ({"a": 2}, TypeError), ("ab", TypeError), (5, TypeError)],
+    [({"": "x"}, ValueError), ({1: "x"}, TypeError), ({"a": 2}, TypeError), ("ab", TypeError),
+     (5, TypeError)],
 )
 def test_bad_rules_raise_at_construction(rules, error) -> None:
     with pytest.raises(error, match="replace"):

@@ -1,0 +1,43 @@
+"""The ``hold_back`` operator: pass text through, but hold what could still be a pattern."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from reactivex import Observable, abc
+
+from rxstream._replacer import Replacer
+from rxstream._rules import normalize_stops
+
+from ._replace import _ReplaceSink
+from ._sink import OperatorSink, operator
+from ._types import TextT
+
+__all__ = ["hold_back"]
+
+
+def hold_back(patterns: str | Iterable[str]) -> Callable[[Observable[TextT]], Observable[TextT]]:
+    """Pass text through unchanged, but never emit text that could still become a pattern.
+
+    The output concatenates to the input exactly. Text is held only while it could still be
+    (the start of) one of ``patterns``, and released the moment it cannot; a complete pattern
+    is released as soon as no longer pattern can still complete at the same place. Use it in
+    front of a consumer that must see a pattern in one piece (a UI that renders markup, say).
+
+    Args:
+        patterns: one pattern or several (non-empty ``str``).
+
+    Marble diagram::
+
+        source:   -a-b-c-|        a="Hi <", b="b", c="> there"
+        operator: hold_back(["<b>", "</b>"])
+        result:   -a---c-|        a="Hi ", c="<b> there"
+    """
+    pats = normalize_stops(patterns, owner="hold_back", what="pattern")
+    rules = [(p, p) for p in pats]
+
+    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+        return _ReplaceSink("hold_back", observer, Replacer(rules, owner="hold_back"))
+
+    return operator("hold_back", make_sink)

@@ -1,0 +1,80 @@
+"""The ``max_tokens`` operator: a token budget for a stream of token ids."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from reactivex import Observable, abc
+from reactivex.disposable import Disposable
+
+from rxstream._finish import Finish, FinishCallback, FinishReason
+
+from ._sink import OperatorSink, describe, operator
+from ._token_ids import TokenItem, as_id_tuple
+
+__all__ = ["max_tokens"]
+
+
+def max_tokens(budget: int, *, on_finish: FinishCallback | None = None
+               ) -> Callable[[Observable[TokenItem]], Observable[TokenItem]]:
+    """Pass at most ``budget`` token ids, then complete and dispose the upstream.
+
+    Counts ids, not items: a sequence item (several ids at once) is cut to fit the budget.
+
+    Args:
+        budget: how many ids may pass (an int >= 0; 0 completes at once).
+        on_finish: called once with ``Finish(LENGTH)`` when the budget ends the stream, ``eos``
+            when the source completed first, ``cancelled`` or ``error``.
+
+    Raises:
+        TypeError / ValueError: ``budget`` is not an int >= 0.
+
+    Marble diagram::
+
+        source:   -a-b-c-d-|      a=1, b=2, c=3, d=4
+        operator: max_tokens(2)
+        result:   -a-(b|)         a=1, b=2
+        upstream: ^--!
+    """
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        raise TypeError(f"max_tokens: budget must be an int, got {describe(budget)}")
+    if budget < 0:
+        raise ValueError(f"max_tokens: budget must be >= 0, got {budget}")
+
+    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+        return _BudgetSink(observer, budget, on_finish)
+
+    return operator("max_tokens", make_sink)
+
+
+class _BudgetSink(OperatorSink[Any, Any]):
+    __slots__ = ("left",)
+
+    def __init__(self, observer: abc.ObserverBase[Any], budget: int,
+                 on_finish: FinishCallback | None) -> None:
+        super().__init__("max_tokens", observer, on_finish)
+        self.left = budget
+
+    def run(self, source: Observable[Any], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
+        if self.left == 0:
+            self.end(Finish(FinishReason.LENGTH), dispose=False)
+            return Disposable()
+        return super().run(source, scheduler)
+
+    def on_next(self, value: Any) -> None:
+        ids = as_id_tuple("max_tokens", value)
+        if ids is None:
+            self.left -= 1
+            self.observer.on_next(value)
+        else:
+            if not ids:
+                return
+            if len(ids) > self.left:
+                keep = ids[: self.left]
+                value = type(value)(keep) if isinstance(value, list) else keep
+                ids = keep
+            self.left -= len(ids)
+            self.observer.on_next(value)
+        if self.left <= 0:
+            self.end(Finish(FinishReason.LENGTH))

@@ -1,0 +1,102 @@
+"""The ``replace`` operator: streaming find/replace of many patterns at once (SEMANTICS §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from reactivex import Observable, abc
+
+from rxstream._piece import Piece
+from rxstream._replacer import Replacer
+from rxstream._rules import Rules, normalize_rules
+
+from ._align import Aligner
+from ._sink import OperatorSink, describe, operator
+from ._types import TextT
+
+__all__ = ["replace"]
+
+
+def replace(rules: Rules) -> Callable[[Observable[TextT]], Observable[TextT]]:
+    r"""Replace many patterns at once in a stream of text, emitting as early as possible.
+
+    Scans left to right and at each position takes the **longest** pattern that occurs there
+    (leftmost-longest, non-overlapping, one pass); replacement text is never rescanned. Text
+    that cannot start a pattern goes out at once; text that could still become a pattern is
+    held until it resolves, and a shorter match waits only while a longer pattern starting at
+    the same place could still complete. Cost per character does not depend on the number of
+    patterns (one shared automaton).
+
+    Args:
+        rules: ``{pattern: replacement}`` or ``(pattern, replacement)`` pairs. Patterns are
+            non-empty ``str``; if a pattern is given twice its first rule wins.
+
+    Items may be ``str`` or :class:`~rxstream.Piece`; pieces come out carrying exactly the token
+    ids whose text they complete (SEMANTICS §5).
+
+    Raises:
+        ValueError: a pattern is empty. TypeError: a rule is not a pair of ``str``.
+
+    A non-text item is sent to ``on_error`` as a ``TypeError`` naming the operator and the item.
+
+    Marble diagram (``"<NL>"`` arrives split over three chunks)::
+
+        source:   -a-b-c-d-|        a="He", b="llo!<", c="N", d="L>my"
+        operator: replace({"<NL>": "\n"})
+        result:   -a-b---d-|        a="He", b="llo!", d="\nmy"
+
+    The longer pattern wins, and waits while it could still complete ("<|" matched, but
+    "<|>" was still possible until "x" came)::
+
+        source:   -a-b-c-|          a="<", b="|", c="x"
+        operator: replace({"<": "&lt;", "<|": "[", "<|>": "[]"})
+        result:   -----a-|          a="[x"
+    """
+    pairs = normalize_rules(rules, owner="replace")
+
+    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+        return _ReplaceSink("replace", observer, Replacer(pairs))
+
+    return operator("replace", make_sink)
+
+
+class _ReplaceSink(OperatorSink[Any, Any]):
+    """Shared by ``replace`` and ``hold_back``: feeds a :class:`Replacer`, aligns pieces."""
+
+    __slots__ = ("aligner", "engine", "feed")
+
+    def __init__(self, name: str, observer: abc.ObserverBase[Any], engine: Replacer) -> None:
+        super().__init__(name, observer)
+        self.engine = engine
+        self.feed = engine.feed
+        self.aligner: Aligner | None = None
+
+    def on_next(self, value: Any) -> None:
+        if type(value) is str and self.aligner is None:
+            out = self.feed(value)
+            if out:
+                self.observer.on_next(out)
+            return
+        if isinstance(value, Piece):
+            if self.aligner is None:
+                if self.engine.resolved or self.engine.held:
+                    raise TypeError(f"{self.name}: a Piece after str items; got {describe(value)}")
+                self.aligner = Aligner()
+            self.aligner.add(value)
+            out = self.feed(value.text)
+            if out:
+                self.observer.on_next(self.aligner.piece(out, self.engine.resolved))
+            return
+        raise TypeError(f"{self.name}: expected str or Piece items, got {describe(value)}")
+
+    def on_completed(self) -> None:
+        out = self.engine.flush()
+        self.done = True
+        if self.aligner is not None:
+            piece = self.aligner.piece(out, 2**62)
+            if piece is not None:
+                self.observer.on_next(piece)
+        elif out:
+            self.observer.on_next(out)
+        self.observer.on_completed()

@@ -1,0 +1,126 @@
+"""The ``stop`` operator: end a text stream before the first stop string (SEMANTICS §3)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from reactivex import Observable, abc
+
+from rxstream._finish import Finish, FinishCallback, FinishReason
+from rxstream._piece import Piece
+from rxstream._rules import normalize_stops
+from rxstream._stopper import StopMatcher
+
+from ._align import Aligner
+from ._sink import OperatorSink, describe, operator
+from ._types import TextT
+
+__all__ = ["stop"]
+
+
+def stop(stop_strings: str | Iterable[str], include_stop: bool = False, *, prompt: str = "",
+         skip_initial: bool = False, on_finish: FinishCallback | None = None
+         ) -> Callable[[Observable[TextT]], Observable[TextT]]:
+    r"""End the stream before the first stop string, and cancel the generation upstream.
+
+    The stop point is the **earliest start** of any stop string (the longest one if several
+    start there). Text that can no longer be part of a stop string goes out at once; the rest
+    is held. As soon as the stop is certain (no earlier or longer stop string can still
+    appear), the operator emits the rest of the text, completes, and disposes its upstream
+    subscription in that same instant, so a generator upstream stops within one token.
+
+    Args:
+        stop_strings: one stop string or several (non-empty ``str``).
+        include_stop: keep the matched stop string at the end of the output. Then text is held
+            only while an already-matched stop could still grow (or an earlier one appear).
+        prompt: text that comes before the stream (context, never emitted). A stop string
+            lying wholly inside it does not fire; one that begins in it and ends in the stream
+            does.
+        skip_initial: treat the first non-empty item as text that was already there (a first
+            cumulative snapshot that repeats the prompt, say): it is emitted, but stop strings
+            lying wholly inside it do not fire.
+        on_finish: called once per subscription, before the terminal notification, with a
+            :class:`~rxstream.Finish`: ``stop`` and the matched string; ``eos`` when the source
+            completed without one; ``cancelled`` when the subscriber disposed first; ``error``.
+            With :class:`~rxstream.Piece` items, ``Finish.dropped`` lists the token ids whose
+            text the stop cut off.
+
+    Marble diagram (the stop decides at frame 3 and disposes the source there)::
+
+        source:   -a-b-c-d-|      a="Hi", b="!\nUs", c="er: x", d="more"
+        operator: stop(["\nUser:"])
+        result:   -a-b-|          a="Hi", b="!"
+        upstream: ^----!
+
+    With ``include_stop=True``::
+
+        source:   -a-b-c-|        a="ab<", b="end>cd", c="ef"
+        operator: stop("<end>", include_stop=True)
+        result:   -a-(b|)         a="ab<", b="end>"
+        upstream: ^--!
+    """
+    stops = normalize_stops(stop_strings, owner="stop")
+    if not isinstance(prompt, str):
+        raise TypeError(f"stop: prompt must be a str, got {describe(prompt)}")
+    include = bool(include_stop)
+
+    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+        matcher = StopMatcher(stops, include, prompt=prompt, skip_initial=skip_initial)
+        return _StopSink(observer, matcher, on_finish)
+
+    return operator("stop", make_sink)
+
+
+class _StopSink(OperatorSink[Any, Any]):
+    __slots__ = ("aligner", "matcher")
+
+    def __init__(self, observer: abc.ObserverBase[Any], matcher: StopMatcher,
+                 on_finish: FinishCallback | None) -> None:
+        super().__init__("stop", observer, on_finish)
+        self.matcher = matcher
+        self.aligner: Aligner | None = None
+
+    def on_next(self, value: Any) -> None:
+        matcher = self.matcher
+        if type(value) is str and self.aligner is None:
+            out = matcher.feed(value)
+            if out:
+                self.observer.on_next(out)
+        elif isinstance(value, Piece):
+            if self.aligner is None:
+                if matcher.emitted or matcher.held:
+                    raise TypeError(f"stop: a Piece after str items; got {describe(value)}")
+                self.aligner = Aligner()
+            self.aligner.add(value)
+            out = matcher.feed(value.text)
+            if out:
+                self.observer.on_next(self.aligner.piece(out, matcher.emitted))
+        else:
+            raise TypeError(f"stop: expected str or Piece items, got {describe(value)}")
+        if matcher.stopped:
+            self._stopped()
+
+    def on_completed(self) -> None:
+        matcher = self.matcher
+        out = matcher.flush()
+        if self.aligner is not None:
+            if matcher.stopped:
+                if out:
+                    self.observer.on_next(self.aligner.piece(out, matcher.emitted))
+            else:
+                piece = self.aligner.piece(out, 2**62)
+                if piece is not None:
+                    self.observer.on_next(piece)
+        elif out:
+            self.observer.on_next(out)
+        if matcher.stopped:
+            self._stopped()
+        else:
+            self.end(Finish(FinishReason.EOS), dispose=False)
+
+    def _stopped(self) -> None:
+        dropped: tuple[int, ...] = ()
+        if self.aligner is not None:
+            dropped = self.aligner.rest()[0]
+        self.end(Finish(FinishReason.STOP, stop=self.matcher.stop_string, dropped=dropped))
