@@ -15,12 +15,14 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
+from rxstream._detok_table import bytelevel_char_to_byte
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 __all__ = [
     "BYTELEVEL_ADDED",
     "BYTELEVEL_SPECIAL",
     "all_tokenizers",
+    "byte_tokenizer",
     "bytelevel",
     "corpus",
     "llama",
@@ -167,6 +169,17 @@ def wordpiece(vocab_size: int = 2000, max_bytes: int = 300_000) -> Tokenizer:
         show_progress=False,
     )
     tok.train_from_iterator(_lines(max_bytes), trainer=trainer)
+    return tok
+
+
+@functools.cache
+def byte_tokenizer() -> Tokenizer:
+    """A ByteLevel tokenizer without merges whose id ``n`` is the byte ``n`` (for diagrams)."""
+    byte_to_char = {b: c for c, b in bytelevel_char_to_byte().items()}
+    vocab = {byte_to_char[b]: b for b in range(256)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
     return tok
 
 

@@ -1,0 +1,153 @@
+"""The ``detokenize`` operator: a stream of token ids -> a stream of text deltas (or Pieces)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, overload
+
+from reactivex import Observable, abc
+
+from rxstream._detok_protocol import as_detok_tokenizer
+from rxstream._detok_stream import StreamDetokenizer
+from rxstream._finish import Finish, FinishReason
+from rxstream._piece import Piece
+
+from ._sink import OperatorSink, describe, operator
+from ._token_ids import TokenItem, as_id_tuple
+
+__all__ = ["detokenize"]
+
+
+@overload
+def detokenize(
+    tokenizer: Any,
+    *,
+    skip_special_tokens: bool = ...,
+    prompt_ids: Sequence[int] | None = ...,
+    aligned: Literal[False] = ...,
+) -> Callable[[Observable[TokenItem]], Observable[str]]: ...
+
+
+@overload
+def detokenize(
+    tokenizer: Any,
+    *,
+    skip_special_tokens: bool = ...,
+    prompt_ids: Sequence[int] | None = ...,
+    aligned: Literal[True],
+) -> Callable[[Observable[TokenItem]], Observable[Piece]]: ...
+
+
+def detokenize(
+    tokenizer: Any,
+    *,
+    skip_special_tokens: bool = True,
+    prompt_ids: Sequence[int] | None = None,
+    aligned: bool = False,
+) -> Callable[[Observable[TokenItem]], Observable[Any]]:
+    """Turn token ids into text deltas, exactly as ``tokenizer.decode`` would, in O(1) per token.
+
+    Items are single ids or sequences of ids (several tokens at once, e.g. speculative decoding:
+    the text is the same however the ids are grouped). A character whose bytes are spread over
+    several tokens is emitted with its last token; at most 3 bytes of an incomplete UTF-8
+    sequence are held, bytes that can never become valid are emitted at once as U+FFFD. Empty
+    strings are never emitted. When the source completes, held bytes are flushed (an incomplete
+    character becomes U+FFFD).
+
+    Args:
+        tokenizer: a ``tokenizers.Tokenizer``, a ``transformers`` fast tokenizer, a
+            ``tiktoken.Encoding`` or a :class:`~rxstream.TokenizerProtocol`.
+        skip_special_tokens: drop special tokens, as ``decode(..., skip_special_tokens=True)``.
+        prompt_ids: the prompt's ids: they give the context (leading-space rules, a character
+            split across the prompt/generation boundary); prompt text is never emitted.
+        aligned: emit :class:`~rxstream.Piece` items that carry the ids whose text they complete
+            (ids that give no text yet travel with the next piece; at completion the ids still
+            held are emitted with whatever text they give, possibly "").
+
+    Raises:
+        TypeError: at construction, for an unsupported tokenizer.
+        ValueError: at construction, for an out-of-vocabulary prompt id.
+
+    An out-of-vocabulary id or an item that is not an id goes to ``on_error`` (naming the id and
+    the vocabulary size); the upstream is disposed.
+
+    Marble diagram, with a byte-level tokenizer whose id ``n`` is the byte ``n`` (b carries two
+    ids at once; the two bytes of "é" come as c and d, and "é" is emitted with d)::
+
+        source:   -a-b-c-d-|      a=67, b=[97, 102], c=195, d=169
+        operator: detokenize(tokenizer)
+        result:   -a-b---e-|      a="C", b="af", e="é"
+        upstream: ^--------!
+    """
+    tok = as_detok_tokenizer(tokenizer)
+    skip = bool(skip_special_tokens)
+    prompt = tuple(prompt_ids) if prompt_ids else ()
+    for i in prompt:
+        if type(i) is not int:
+            raise TypeError(f"detokenize: prompt_ids must be ints, got {describe(i)}")
+    # Build the table (and check the prompt ids) once, before any subscription.
+    StreamDetokenizer(tok, skip_special_tokens=skip, prompt_ids=prompt)
+
+    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+        det = StreamDetokenizer(tok, skip_special_tokens=skip, prompt_ids=prompt)
+        if aligned:
+            return _AlignedSink(observer, det)
+        return _TextSink(observer, det)
+
+    return operator("detokenize", make_sink)
+
+
+class _TextSink(OperatorSink[Any, str]):
+    __slots__ = ("det", "push_many", "push_one")
+
+    def __init__(self, observer: abc.ObserverBase[str], det: StreamDetokenizer) -> None:
+        super().__init__("detokenize", observer)
+        self.det = det
+        self.push_one = det.push_one
+        self.push_many = det.push_many
+
+    def on_next(self, value: Any) -> None:
+        if type(value) is int:
+            text = self.push_one(value)
+        else:
+            ids = as_id_tuple("detokenize", value)
+            text = self.push_one(int(value)) if ids is None else self.push_many(ids)
+        if text:
+            self.observer.on_next(text)
+
+    def on_completed(self) -> None:
+        text = self.det.finish()
+        if text:
+            self.observer.on_next(text)
+        self.end(Finish(FinishReason.EOS), dispose=False)
+
+
+class _AlignedSink(OperatorSink[Any, Piece]):
+    __slots__ = ("det", "held")
+
+    def __init__(self, observer: abc.ObserverBase[Piece], det: StreamDetokenizer) -> None:
+        super().__init__("detokenize", observer)
+        self.det = det
+        self.held: list[int] = []
+
+    def on_next(self, value: Any) -> None:
+        ids = as_id_tuple("detokenize", value)
+        if ids is None:
+            ids = (int(value),)
+        push_one = self.det.push_one
+        held = self.held
+        for i in ids:
+            text = push_one(i)
+            held.append(i)
+            if text:
+                piece = Piece(text, tuple(held))
+                held.clear()
+                self.observer.on_next(piece)
+
+    def on_completed(self) -> None:
+        text = self.det.finish()
+        if text or self.held:
+            piece = Piece(text, tuple(self.held))
+            self.held.clear()
+            self.observer.on_next(piece)
+        self.end(Finish(FinishReason.EOS), dispose=False)
