@@ -27,6 +27,7 @@ Every public operator documents its timing with a marble diagram, checked by the
 """
 
 from ._deltas import deltas
+from ._detokenize import detokenize
 from ._hold_back import hold_back
 from ._max_tokens import max_tokens
 from ._replace import replace
@@ -37,6 +38,7 @@ from ._stop_on_tokens import stop_on_tokens
 
 __all__ = [
     "deltas",
+    "detokenize",
     "hold_back",
     "max_tokens",
     "replace",
