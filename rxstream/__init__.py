@@ -7,6 +7,8 @@ The building blocks are ReactiveX operators (:mod:`rxstream.operators`) that cha
 This module holds the core value types shared by all of them.
 """
 
+from ._detok_protocol import TokenizerProtocol
+from ._detok_stream import StreamDetokenizer
 from ._finish import Finish, FinishCallback, FinishReason, FinishRecorder
 from ._piece import Piece
 
@@ -16,6 +18,8 @@ __all__ = [
     "FinishReason",
     "FinishRecorder",
     "Piece",
+    "StreamDetokenizer",
+    "TokenizerProtocol",
 ]
 
 __version__ = "0.1.0"
