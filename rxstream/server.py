@@ -1,0 +1,886 @@
+"""An OpenAI-compatible streaming server over a local model (``rxstream serve``).
+
+:func:`create_app` builds a Starlette ASGI application; :func:`serve` loads a model and runs it
+on uvicorn; :func:`run_in_thread` runs an app on a background thread (tests, notebooks).
+
+Endpoints:
+
+* ``GET /`` -- a small chat page (``rxstream/static/chat.html``) that streams answers live.
+  Query parameters: ``q`` (a first question), ``autorun=1`` (send it on load), ``max_tokens``,
+  ``temperature``.
+* ``POST /v1/completions`` and ``POST /v1/chat/completions`` -- ``stream`` true (server-sent
+  events, ending with ``data: [DONE]``) or false (one JSON body).
+* ``GET /v1/models`` -- the one served model.
+* ``GET /health`` -- ``{"status": "ok", ...}`` with generation counters.
+
+Each request's text is made by the rxstream operators: the model's ids are detokenized, cut at the
+request's ``stop`` strings (``stop(...)``, matched on the generated text as OpenAI does), then
+rewritten by the rxstream extension field ``"rxstream": {"replace": {"old": "new", ...}}`` (also
+accepted: a list of ``[old, new]`` pairs; applied after ``stop``, leftmost-longest, replacement
+text never rescanned). With the official client pass it as
+``extra_body={"rxstream": {"replace": {...}}}``.
+
+``finish_reason`` is ``"stop"`` (end of sequence, or a stop string: then ``stop_reason`` names it,
+as vLLM does) or ``"length"`` (the ``max_tokens`` budget). A failure during a stream is sent as an
+``{"error": {...}}`` event (the official client raises ``APIError``).
+
+Request limits (:class:`ServerLimits`, all enforced with HTTP 400 and an OpenAI-style error body
+naming the parameter): body size, prompt size in characters and tokens, ``max_tokens``, prompt plus
+``max_tokens`` within the model's context, number and length of stop strings, number and length of
+replace rules, number of messages, types and ranges of sampling parameters; ``n`` must be 1;
+``logprobs``/``echo``/``best_of``/``suffix``/``tools`` are not supported.
+
+Concurrency: generations run on the model's worker threads, never on the event loop (tokenizing
+and chat templates run in ``asyncio.to_thread``). At most ``ServerLimits.max_concurrency``
+generations run at once (default 4); further requests wait in a queue (at most
+``ServerLimits.max_queued``, default 256; beyond that the answer is 503). A client that
+disconnects -- while waiting or while streaming -- has its subscription disposed, which cancels
+the generation within one token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib.resources
+import json
+import math
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import reactivex
+from reactivex import operators as ops
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from ._finish import Finish, FinishReason, FinishRecorder
+from .aio import to_async_iterable
+
+if TYPE_CHECKING:
+    import uvicorn
+
+__all__ = [
+    "GenerationRequest",
+    "RequestError",
+    "ServerLimits",
+    "ServerStats",
+    "add_serve_arguments",
+    "build_text_stream",
+    "create_app",
+    "run_in_thread",
+    "serve",
+    "serve_from_args",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# limits, stats, validation
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """Limits on what one request may ask for, and on concurrency.
+
+    Attributes:
+        max_body_bytes: largest request body.
+        max_prompt_chars: largest prompt (or all message contents together), in characters.
+        max_prompt_tokens: largest prompt after tokenization (and chat templating).
+        max_tokens: the largest ``max_tokens`` a request may ask for.
+        default_max_tokens: ``max_tokens`` when a request gives none.
+        max_stop: most stop strings per request (OpenAI allows 4).
+        max_stop_chars: longest stop string.
+        max_replace_rules: most rules in the ``rxstream.replace`` extension.
+        max_replace_chars: longest pattern or replacement of a replace rule.
+        max_messages: most chat messages.
+        max_concurrency: generations running at once.
+        max_queued: requests waiting for a generation slot; beyond that: 503.
+    """
+
+    max_body_bytes: int = 1_000_000
+    max_prompt_chars: int = 100_000
+    max_prompt_tokens: int = 8192
+    max_tokens: int = 2048
+    default_max_tokens: int = 256
+    max_stop: int = 4
+    max_stop_chars: int = 128
+    max_replace_rules: int = 64
+    max_replace_chars: int = 256
+    max_messages: int = 256
+    max_concurrency: int = 4
+    max_queued: int = 256
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "max_queued" else 1):
+                raise ValueError(f"ServerLimits: {name} must be a positive int, got {value!r}")
+
+
+@dataclass(slots=True)
+class ServerStats:
+    """Counters of a running server (thread-safe; read them through :meth:`snapshot`).
+
+    Attributes:
+        active: generations subscribed and not yet finished.
+        waiting: requests waiting for a generation slot.
+        started: generations started.
+        finished: how many generations ended for each :class:`~rxstream.FinishReason` (the first
+            reason reported for the request: a stop string reports ``stop`` even though it then
+            cancels the model, a disconnect reports ``cancelled``).
+        generated_tokens: token ids generated, all requests together.
+    """
+
+    active: int = 0
+    waiting: int = 0
+    started: int = 0
+    finished: Counter[str] = field(default_factory=Counter)
+    generated_tokens: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def _start(self) -> None:
+        with self._lock:
+            self.active += 1
+            self.started += 1
+
+    def _end(self, reason: FinishReason) -> None:
+        with self._lock:
+            self.active -= 1
+            self.finished[reason.value] += 1
+
+    def _tokens(self, n: int) -> None:
+        with self._lock:
+            self.generated_tokens += n
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters as a JSON-ready dict."""
+        with self._lock:
+            return {
+                "active": self.active,
+                "waiting": self.waiting,
+                "started": self.started,
+                "finished": dict(self.finished),
+                "generated_tokens": self.generated_tokens,
+            }
+
+
+class RequestError(Exception):
+    """A request that cannot be served: becomes an OpenAI-style error body with ``status``."""
+
+    def __init__(
+        self, message: str, *, param: str | None = None, status: int = 400, kind: str = "invalid_request_error"
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.status = status
+        self.kind = kind
+
+    def response(self) -> JSONResponse:
+        """The error as a JSON response."""
+        body = {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": None}}
+        return JSONResponse(body, status_code=self.status)
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """A validated request.
+
+    Attributes:
+        chat: whether it came to ``/v1/chat/completions``.
+        prompt: the prompt text (completions), or None.
+        prompt_ids: the prompt as token ids (completions given ids), or None.
+        messages: the chat messages (chat), or None.
+        stream: whether to answer with server-sent events.
+        include_usage: ``stream_options.include_usage``.
+        max_tokens: the token budget.
+        temperature: sampling temperature (0: greedy).
+        top_p: nucleus sampling mass.
+        top_k: top-k cut (0: off).
+        repetition_penalty: repetition penalty (1: off).
+        seed: random seed, or None.
+        stop: stop strings.
+        replace: replace rules from the ``rxstream`` extension.
+    """
+
+    chat: bool
+    prompt: str | None
+    prompt_ids: tuple[int, ...] | None
+    messages: tuple[dict[str, str], ...] | None
+    stream: bool
+    include_usage: bool
+    max_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    repetition_penalty: float
+    seed: int | None
+    stop: tuple[str, ...]
+    replace: tuple[tuple[str, str], ...]
+
+
+_UNSUPPORTED = ("logprobs", "top_logprobs", "echo", "best_of", "suffix", "tools", "functions", "logit_bias")
+
+
+def _number(body: Mapping[str, Any], name: str, default: float, lo: float, hi: float, *, lo_open: bool = False) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise RequestError(f"'{name}' must be a number, got {value!r}", param=name)
+    if value > hi or value < lo or (lo_open and value == lo):
+        bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
+        raise RequestError(f"'{name}' must be in {bound}, got {value!r}", param=name)
+    return float(value)
+
+
+def _int(body: Mapping[str, Any], name: str, default: int | None, lo: int, hi: int) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(f"'{name}' must be an integer, got {value!r}", param=name)
+    if not lo <= value <= hi:
+        raise RequestError(f"'{name}' must be between {lo} and {hi}, got {value}", param=name)
+    return value
+
+
+def _content_text(content: Any, index: int) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if not (isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+                raise RequestError(
+                    f"messages[{index}].content: only text parts are supported, got {part!r}"[:300],
+                    param=f"messages[{index}].content",
+                )
+            parts.append(part["text"])
+        return "".join(parts)
+    raise RequestError(
+        f"messages[{index}].content must be a string or a list of text parts, got {type(content).__name__}",
+        param=f"messages[{index}].content",
+    )
+
+
+def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> GenerationRequest:
+    """Check a decoded JSON body; return the request or raise :class:`RequestError` (HTTP 400)."""
+    if not isinstance(body, Mapping):
+        raise RequestError(f"the request body must be a JSON object, got {type(body).__name__}")
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise RequestError(f"'model' must be a string, got {model!r}", param="model")
+    for name in _UNSUPPORTED:
+        value = body.get(name)
+        if value not in (None, False, 0, [], {}):
+            raise RequestError(f"'{name}' is not supported by this server", param=name)
+    n = _int(body, "n", 1, 1, 1)
+    assert n == 1
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise RequestError(f"'stream' must be a boolean, got {stream!r}", param="stream")
+    options = body.get("stream_options")
+    include_usage = False
+    if options is not None:
+        if not isinstance(options, Mapping) or not isinstance(options.get("include_usage", False), bool):
+            raise RequestError("'stream_options' must be {\"include_usage\": bool}", param="stream_options")
+        include_usage = bool(options.get("include_usage", False))
+
+    prompt: str | None = None
+    prompt_ids: tuple[int, ...] | None = None
+    messages: tuple[dict[str, str], ...] | None = None
+    if chat:
+        raw = body.get("messages")
+        if not isinstance(raw, list) or not raw:
+            raise RequestError("'messages' must be a non-empty list", param="messages")
+        if len(raw) > limits.max_messages:
+            raise RequestError(f"at most {limits.max_messages} messages are allowed, got {len(raw)}", param="messages")
+        parsed: list[dict[str, str]] = []
+        for i, msg in enumerate(raw):
+            if not isinstance(msg, Mapping):
+                raise RequestError(f"messages[{i}] must be an object", param=f"messages[{i}]")
+            role = msg.get("role")
+            if role not in ("system", "user", "assistant", "developer"):
+                raise RequestError(
+                    f"messages[{i}].role must be system, user or assistant, got {role!r}", param=f"messages[{i}].role"
+                )
+            parsed.append({"role": "system" if role == "developer" else role, "content": _content_text(msg.get("content"), i)})
+        if sum(len(m["content"]) for m in parsed) > limits.max_prompt_chars:
+            raise RequestError(f"the messages exceed {limits.max_prompt_chars} characters", param="messages")
+        messages = tuple(parsed)
+    else:
+        raw = body.get("prompt")
+        if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str | list):
+            raw = raw[0]  # a batch of one
+        if isinstance(raw, str):
+            if len(raw) > limits.max_prompt_chars:
+                raise RequestError(f"the prompt exceeds {limits.max_prompt_chars} characters", param="prompt")
+            prompt = raw
+        elif isinstance(raw, list) and raw and all(isinstance(i, int) and not isinstance(i, bool) for i in raw):
+            if len(raw) > limits.max_prompt_tokens:
+                raise RequestError(f"the prompt exceeds {limits.max_prompt_tokens} tokens", param="prompt")
+            prompt_ids = tuple(raw)
+        else:
+            raise RequestError(
+                "'prompt' must be a string or a non-empty list of token ids (one prompt per request)", param="prompt"
+            )
+
+    budget_name = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = _int(body, budget_name, min(limits.default_max_tokens, limits.max_tokens), 1, limits.max_tokens)
+    assert max_tokens is not None
+
+    raw_stop = body.get("stop")
+    stops: list[str]
+    if raw_stop is None:
+        stops = []
+    elif isinstance(raw_stop, str):
+        stops = [raw_stop]
+    elif isinstance(raw_stop, list):
+        stops = raw_stop
+    else:
+        raise RequestError(f"'stop' must be a string or a list of strings, got {raw_stop!r}"[:300], param="stop")
+    if len(stops) > limits.max_stop:
+        raise RequestError(f"at most {limits.max_stop} stop strings are allowed, got {len(stops)}", param="stop")
+    for s in stops:
+        if not isinstance(s, str) or not s:
+            raise RequestError(f"each stop must be a non-empty string, got {s!r}"[:300], param="stop")
+        if len(s) > limits.max_stop_chars:
+            raise RequestError(f"a stop string is longer than {limits.max_stop_chars} characters", param="stop")
+
+    rules: list[tuple[str, str]] = []
+    ext = body.get("rxstream")
+    if ext is not None:
+        if not isinstance(ext, Mapping):
+            raise RequestError("'rxstream' must be an object like {\"replace\": {\"old\": \"new\"}}", param="rxstream")
+        unknown = set(ext) - {"replace"}
+        if unknown:
+            raise RequestError(f"unknown 'rxstream' fields: {sorted(unknown)}", param="rxstream")
+        raw_rules = ext.get("replace")
+        if isinstance(raw_rules, Mapping):
+            pairs: list[Any] = list(raw_rules.items())
+        elif isinstance(raw_rules, list):
+            pairs = raw_rules
+        elif raw_rules is None:
+            pairs = []
+        else:
+            raise RequestError("'rxstream.replace' must be an object or a list of [old, new] pairs", param="rxstream.replace")
+        if len(pairs) > limits.max_replace_rules:
+            raise RequestError(f"at most {limits.max_replace_rules} replace rules are allowed", param="rxstream.replace")
+        for pair in pairs:
+            if not (isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+                raise RequestError(f"a replace rule must be [old, new] strings, got {pair!r}"[:300], param="rxstream.replace")
+            old, new = pair
+            if not old:
+                raise RequestError("a replace pattern must be a non-empty string", param="rxstream.replace")
+            if len(old) > limits.max_replace_chars or len(new) > limits.max_replace_chars:
+                raise RequestError(
+                    f"replace patterns and replacements are limited to {limits.max_replace_chars} characters",
+                    param="rxstream.replace",
+                )
+            rules.append((old, new))
+
+    return GenerationRequest(
+        chat=chat,
+        prompt=prompt,
+        prompt_ids=prompt_ids,
+        messages=messages,
+        stream=stream,
+        include_usage=include_usage,
+        max_tokens=max_tokens,
+        temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+        top_p=_number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True),
+        top_k=max(0, _int(body, "top_k", 0, -1, 1_000_000) or 0),
+        repetition_penalty=_number(body, "repetition_penalty", 1.0, 0.0, 10.0, lo_open=True),
+        seed=_int(body, "seed", None, -(2**63), 2**64 - 1),
+        stop=tuple(stops),
+        replace=tuple(rules),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the generation pipeline
+# ---------------------------------------------------------------------------------------------
+
+
+def build_text_stream(
+    model: Any,
+    prompt_ids: Sequence[int],
+    request: GenerationRequest,
+    *,
+    on_finish: Callable[[Finish], None] | None = None,
+    on_token: Callable[[int], None] | None = None,
+) -> reactivex.Observable[str]:
+    """The text of one request: ``generate -> detokenize -> stop -> replace``.
+
+    ``on_finish`` receives the reports of the model and of ``stop`` (pass a
+    :class:`~rxstream.FinishRecorder` to learn why the request ended); ``on_token`` sees each
+    generated id (on the model's worker thread).
+    """
+    from rxstream.operators import detokenize, replace, stop
+
+    ids: reactivex.Observable[int] = model.generate(
+        list(prompt_ids),
+        max_new_tokens=request.max_tokens,
+        temperature=request.temperature,
+        top_k=request.top_k,
+        top_p=request.top_p,
+        repetition_penalty=request.repetition_penalty,
+        seed=request.seed,
+        stop_token_ids=list(model.eos_token_ids),
+        on_finish=on_finish,
+    )
+    if on_token is not None:
+        ids = ids.pipe(ops.do_action(on_next=on_token))
+    text: reactivex.Observable[str] = ids.pipe(detokenize(model.tokenizer, prompt_ids=list(prompt_ids)))
+    if request.stop:
+        text = text.pipe(stop(list(request.stop), on_finish=on_finish))
+    if request.replace:
+        text = text.pipe(replace(list(request.replace)))
+    return text
+
+
+def _finish_fields(finish: Finish | None) -> tuple[str | None, str | int | None]:
+    if finish is None:
+        return "stop", None
+    if finish.reason is FinishReason.STOP:
+        return "stop", finish.stop
+    return finish.openai_reason, None
+
+
+@dataclass(slots=True)
+class _State:
+    model: Any
+    model_name: str
+    limits: ServerLimits
+    stats: ServerStats
+    context_length: int | None
+    semaphore: asyncio.Semaphore | None = None
+
+    def slots(self) -> asyncio.Semaphore:
+        if self.semaphore is None:  # created lazily: it must belong to the serving loop
+            self.semaphore = asyncio.Semaphore(self.limits.max_concurrency)
+        return self.semaphore
+
+
+class _Generation:
+    """One request's generation: subscribes on first iteration, always releases what it holds."""
+
+    def __init__(self, state: _State, request: GenerationRequest, prompt_ids: Sequence[int]) -> None:
+        self.state = state
+        self.request = request
+        self.prompt_ids = prompt_ids
+        self.recorder = FinishRecorder()
+        self.tokens = 0
+        self._ended = False
+        self._lock = threading.Lock()
+
+    def _on_model_finish(self, finish: Finish) -> None:
+        self.recorder(finish)
+
+    def _on_token(self, _id: int) -> None:
+        self.tokens += 1
+
+    def _end(self) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        finish = self.recorder.finish
+        self.state.stats._end(finish.reason if finish is not None else FinishReason.CANCELLED)
+        self.state.stats._tokens(self.tokens)
+
+    async def texts(self) -> AsyncIterator[str]:
+        """The text deltas; waits for a generation slot first; disposal on exit of any kind."""
+        stats = self.state.stats
+        slots = self.state.slots()
+        with stats._lock:
+            stats.waiting += 1
+        try:
+            await slots.acquire()
+        finally:
+            with stats._lock:
+                stats.waiting -= 1
+        try:
+            stats._start()
+            source = build_text_stream(
+                self.state.model, self.prompt_ids, self.request, on_finish=self.recorder, on_token=self._on_token
+            )
+            ait = to_async_iterable(source)
+            try:
+                async for delta in ait:
+                    yield delta
+            finally:
+                await ait.aclose()  # type: ignore[attr-defined]
+                self._end()
+        finally:
+            slots.release()
+
+
+async def _until_disconnect(receive: Receive, work: Awaitable[Any]) -> tuple[bool, Any]:
+    """Run ``work`` while watching for the client going away; cancel it if it does.
+
+    Returns ``(disconnected, result)``.
+    """
+    task = asyncio.ensure_future(work)
+
+    async def watch() -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+        watcher.cancel()
+        with contextlib.suppress(BaseException):
+            await watcher
+    if task in done:
+        return False, task.result()
+    with contextlib.suppress(BaseException):
+        await task
+    return True, None
+
+
+def _sse(payload: Mapping[str, Any] | str) -> bytes:
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return f"data: {data}\n\n".encode()
+
+
+class _EventStreamResponse(Response):
+    """Server-sent events from an async iterator of bytes; a disconnect cancels the iterator."""
+
+    def __init__(self, events: AsyncIterator[bytes]) -> None:
+        super().__init__(media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self.events = events
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        events = self.events
+
+        async def pump() -> None:
+            try:
+                await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+                async for chunk in events:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            finally:
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+
+        with contextlib.suppress(OSError):
+            await _until_disconnect(receive, pump())
+
+
+def _chunk_base(kind: str, rid: str, created: int, model: str) -> dict[str, Any]:
+    return {"id": rid, "object": kind, "created": created, "model": model}
+
+
+async def _prompt_ids(state: _State, request: GenerationRequest) -> list[int]:
+    model = state.model
+    if request.chat:
+        assert request.messages is not None
+        messages = [dict(m) for m in request.messages]
+        try:
+            ids = await asyncio.to_thread(model.encode_chat, messages, add_generation_prompt=True)
+        except Exception as exc:
+            raise RequestError(f"the chat template failed on these messages: {exc}", param="messages") from exc
+    elif request.prompt_ids is not None:
+        vocab = model.tokenizer.get_vocab_size(with_added_tokens=True)
+        bad = [i for i in request.prompt_ids if not 0 <= i < vocab]
+        if bad:
+            raise RequestError(f"prompt token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
+        ids = list(request.prompt_ids)
+    else:
+        assert request.prompt is not None
+        encoding = await asyncio.to_thread(model.tokenizer.encode, request.prompt)
+        ids = list(encoding.ids)
+    if not ids:
+        raise RequestError("the prompt is empty after tokenization", param="prompt")
+    limits = state.limits
+    if len(ids) > limits.max_prompt_tokens:
+        raise RequestError(
+            f"the prompt has {len(ids)} tokens; at most {limits.max_prompt_tokens} are allowed",
+            param="messages" if request.chat else "prompt",
+        )
+    if state.context_length is not None and len(ids) + request.max_tokens > state.context_length:
+        raise RequestError(
+            f"the prompt ({len(ids)} tokens) plus max_tokens ({request.max_tokens}) exceeds the model's context "
+            f"of {state.context_length} tokens",
+            param="max_tokens",
+        )
+    return ids
+
+
+def _context_length(model: Any) -> int | None:
+    for path in (("config", "max_position_embeddings"), ("context_length",), ("max_position_embeddings",)):
+        obj: Any = model
+        for name in path:
+            obj = getattr(obj, name, None)
+        if isinstance(obj, int) and not isinstance(obj, bool) and obj > 0:
+            return obj
+    return None
+
+
+async def _read_json(request: Request, limits: ServerLimits) -> Any:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
+        raise RequestError(f"the request body exceeds {limits.max_body_bytes} bytes", status=413)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limits.max_body_bytes:
+            raise RequestError(f"the request body exceeds {limits.max_body_bytes} bytes", status=413)
+    try:
+        return json.loads(bytes(body))
+    except ValueError as exc:
+        raise RequestError(f"the request body is not valid JSON: {exc}") from exc
+
+
+def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits | None = None) -> Starlette:
+    """The ASGI application serving ``model`` (an :class:`~rxstream.backends.OnnxModel` or alike).
+
+    The model must provide ``tokenizer`` (a ``tokenizers.Tokenizer``), ``eos_token_ids``,
+    ``encode_chat(messages, add_generation_prompt=True)`` and ``generate(prompt_ids, **sampling)``
+    returning a cold ``Observable[int]`` that generates on a worker thread. ``app.state.stats`` is
+    the :class:`ServerStats` of the app.
+    """
+    limits = limits if limits is not None else ServerLimits()
+    stats = ServerStats()
+    state = _State(model, model_name, limits, stats, _context_length(model))
+
+    async def generate_endpoint(request: Request, chat: bool) -> Response:
+        try:
+            body = await _read_json(request, limits)
+            req = validate_request(body, chat=chat, limits=limits)
+            prompt_ids = await _prompt_ids(state, req)
+            if stats.waiting >= limits.max_queued and stats.active >= limits.max_concurrency:
+                raise RequestError("the server is busy; try again later", status=503, kind="server_busy")
+        except RequestError as err:
+            return err.response()
+        gen = _Generation(state, req, prompt_ids)
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        created = int(time.time())
+        if req.stream:
+            return _EventStreamResponse(_events(gen, rid, created))
+        disconnected, result = await _until_disconnect(request.receive, _collect(gen))
+        if disconnected:
+            return Response(status_code=499)
+        error, text = result
+        if error is not None:
+            return RequestError(f"generation failed: {error}", status=500, kind="server_error").response()
+        reason, stop_reason = _finish_fields(gen.recorder.finish)
+        usage = _usage(len(prompt_ids), gen.tokens)
+        choice: dict[str, Any]
+        if chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}}
+            kind = "chat.completion"
+        else:
+            choice = {"index": 0, "text": text}
+            kind = "text_completion"
+        choice.update({"logprobs": None, "finish_reason": reason, "stop_reason": stop_reason})
+        return JSONResponse({**_chunk_base(kind, rid, created, model_name), "choices": [choice], "usage": usage})
+
+    async def _collect(gen: _Generation) -> tuple[Exception | None, str]:
+        parts: list[str] = []
+        try:
+            async for delta in gen.texts():
+                parts.append(delta)
+        except Exception as exc:
+            return exc, ""
+        return None, "".join(parts)
+
+    async def _events(gen: _Generation, rid: str, created: int) -> AsyncIterator[bytes]:
+        chat = gen.request.chat
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        base = _chunk_base(kind, rid, created, model_name)
+
+        def chunk(text: str | None, reason: str | None = None, stop_reason: Any = None, first: bool = False) -> bytes:
+            choice: dict[str, Any] = {"index": 0}
+            if chat:
+                delta: dict[str, Any] = {"role": "assistant"} if first else {}
+                if text is not None:
+                    delta["content"] = text
+                choice["delta"] = delta
+            else:
+                choice["text"] = text or ""
+            choice.update({"logprobs": None, "finish_reason": reason})
+            if reason is not None:
+                choice["stop_reason"] = stop_reason
+            return _sse({**base, "choices": [choice]})
+
+        if chat:
+            yield chunk("", first=True)
+        try:
+            async for delta in gen.texts():
+                yield chunk(delta)
+        except Exception as exc:
+            yield _sse({"error": {"message": f"generation failed: {exc}", "type": "server_error", "param": None, "code": None}})
+            return
+        reason, stop_reason = _finish_fields(gen.recorder.finish)
+        yield chunk(None if chat else "", reason, stop_reason)
+        if gen.request.include_usage:
+            yield _sse({**base, "choices": [], "usage": _usage(len(gen.prompt_ids), gen.tokens)})
+        yield _sse("[DONE]")
+
+    async def completions(request: Request) -> Response:
+        return await generate_endpoint(request, chat=False)
+
+    async def chat_completions(request: Request) -> Response:
+        return await generate_endpoint(request, chat=True)
+
+    async def models(_request: Request) -> Response:
+        entry = {"id": model_name, "object": "model", "created": 0, "owned_by": "rxstream"}
+        return JSONResponse({"object": "list", "data": [entry]})
+
+    async def health(_request: Request) -> Response:
+        return JSONResponse({"status": "ok", "model": model_name, **stats.snapshot()})
+
+    page = importlib.resources.files("rxstream").joinpath("static/chat.html").read_text(encoding="utf-8")
+
+    async def index(_request: Request) -> Response:
+        return HTMLResponse(page)
+
+    async def not_found(request: Request, _exc: Exception) -> Response:
+        return RequestError(f"no route {request.method} {request.url.path}", status=404, kind="not_found").response()
+
+    async def method_not_allowed(request: Request, _exc: Exception) -> Response:
+        return RequestError(
+            f"method {request.method} is not allowed on {request.url.path}", status=405, kind="invalid_request_error"
+        ).response()
+
+    routes = [
+        Route("/", index, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed})
+    app.state.stats = stats
+    app.state.limits = limits
+    app.state.model = model
+    return app
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def run_in_thread(app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a background thread; yield its base URL (``http://host:port``).
+
+    ``port=0`` picks a free port. The server is shut down (and the thread joined) on exit.
+    """
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    actual_port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level=log_level, lifespan="off", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="rxstream-uvicorn", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("run_in_thread: uvicorn did not start")
+            time.sleep(0.01)
+        yield f"http://{host}:{actual_port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _load_model(model_dir: str | None, provider: str) -> tuple[Any, str]:
+    from rxstream.backends import OnnxModel
+
+    if model_dir is None:
+        return OnnxModel.from_pretrained("smollm2", provider=provider), "smollm2"
+    from pathlib import Path
+
+    return OnnxModel.load(model_dir, provider=provider), Path(model_dir).name or "model"
+
+
+def serve(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    model_dir: str | None = None,
+    provider: str = "auto",
+    model_name: str | None = None,
+    limits: ServerLimits | None = None,
+    log_level: str = "info",
+) -> None:
+    """Load a model (``model_dir``, or the default model) and serve it until interrupted."""
+    import uvicorn
+
+    model, default_name = _load_model(model_dir, provider)
+    app = create_app(model, model_name=model_name or default_name, limits=limits)
+    config: uvicorn.Config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off")
+    uvicorn.Server(config).run()
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``rxstream serve`` options to ``parser``."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    parser.add_argument("--model", dest="model_dir", default=None, help="model directory (default: the default model)")
+    parser.add_argument("--provider", default="auto", help="onnxruntime provider: auto, cpu, cuda (default auto)")
+    parser.add_argument("--model-name", default=None, help="the model id clients see (default: the directory name)")
+    parser.add_argument("--max-concurrency", type=int, default=4, help="generations running at once (default 4)")
+    parser.add_argument("--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for")
+    parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+
+
+def serve_from_args(args: argparse.Namespace) -> int:
+    """Run :func:`serve` with options parsed by :func:`add_serve_arguments`; return an exit status."""
+    limits = ServerLimits(max_concurrency=args.max_concurrency, max_tokens=args.max_tokens_limit)
+    serve(
+        host=args.host,
+        port=args.port,
+        model_dir=args.model_dir,
+        provider=args.provider,
+        model_name=args.model_name,
+        limits=limits,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rxstream.server``: the same as ``rxstream serve``."""
+    parser = argparse.ArgumentParser(prog="rxstream serve", description="OpenAI-compatible streaming server")
+    add_serve_arguments(parser)
+    return serve_from_args(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
