@@ -1,0 +1,126 @@
+"""Write an Optimum-layout model directory: ONNX graph(s), weights, config and tokenizer files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+from tokenizers import Tokenizer
+
+from ._config import DecoderConfig
+from ._graph import Attention, build_decoder
+
+__all__ = ["BATCH_MODEL_FILE", "DATA_FILE", "MODEL_FILE", "write_model_dir"]
+
+MODEL_FILE = "model.onnx"
+"""The graph :class:`~rxstream.backends.OnnxModel` loads."""
+BATCH_MODEL_FILE = "model_plain.onnx"
+"""A plain-attention graph over the same weights, for left-padded batches when ``model.onnx`` uses GQA."""
+DATA_FILE = "model.onnx.data"
+"""The external weights file shared by the graphs."""
+
+_ALIGN = 4096
+
+
+def _external_tensors(arrays: Mapping[str, np.ndarray], data_path: Path) -> dict[str, TensorProto]:
+    """Write ``arrays`` to one data file and return TensorProtos that reference it."""
+    protos: dict[str, TensorProto] = {}
+    offset = 0
+    with data_path.open("wb") as f:
+        for name, array in arrays.items():
+            raw = np.ascontiguousarray(array).tobytes()
+            pad = (-offset) % _ALIGN
+            if pad:
+                f.write(b"\0" * pad)
+                offset += pad
+            f.write(raw)
+            t = TensorProto()
+            t.name = name
+            t.dims.extend(array.shape)
+            t.data_type = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+            t.data_location = TensorProto.EXTERNAL
+            for key, value in (
+                ("location", data_path.name),
+                ("offset", str(offset)),
+                ("length", str(len(raw))),
+            ):
+                entry = t.external_data.add()
+                entry.key, entry.value = key, value
+            protos[name] = t
+            offset += len(raw)
+    return protos
+
+
+def write_model_dir(
+    directory: Path,
+    config: DecoderConfig,
+    arrays: Mapping[str, np.ndarray],
+    tokenizer: Tokenizer,
+    *,
+    chat_template: str | None,
+    attention: Attention,
+    external_data: bool,
+    eos_token: str | None = None,
+    bos_token: str | None = None,
+    pad_token: str | None = None,
+    extra_files: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write a model directory in the Optimum layout and return it.
+
+    With ``attention="gqa"`` a second, plain-attention graph (``model_plain.onnx``) is written over
+    the same weights for left-padded batches. ``extra_files`` maps file names to JSON-able content.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    if external_data:
+        protos = _external_tensors(arrays, directory / DATA_FILE)
+    else:
+        protos = {
+            name: onnx.numpy_helper.from_array(np.ascontiguousarray(a), name) for name, a in arrays.items()
+        }
+    graphs: dict[str, Attention] = {MODEL_FILE: attention}
+    if attention == "gqa":
+        graphs[BATCH_MODEL_FILE] = "plain"
+    for filename, kind in graphs.items():
+        model = build_decoder(config, protos, attention=kind)
+        (directory / filename).write_bytes(model.SerializeToString())
+    config.write(directory / "config.json")
+    tokenizer.save(str(directory / "tokenizer.json"))
+    tok_config: dict[str, Any] = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": config.max_position_embeddings,
+        "add_bos_token": False,
+        "clean_up_tokenization_spaces": False,
+    }
+    for key, value in (
+        ("eos_token", eos_token),
+        ("bos_token", bos_token),
+        ("pad_token", pad_token),
+        ("chat_template", chat_template),
+    ):
+        if value is not None:
+            tok_config[key] = value
+    (directory / "tokenizer_config.json").write_text(
+        json.dumps(tok_config, indent=2) + "\n", encoding="utf-8"
+    )
+    special = {
+        k: v
+        for k, v in (("eos_token", eos_token), ("bos_token", bos_token), ("pad_token", pad_token))
+        if v is not None
+    }
+    (directory / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n", encoding="utf-8")
+    generation: dict[str, Any] = {"eos_token_id": list(config.eos_token_id), "do_sample": False}
+    if config.bos_token_id is not None:
+        generation["bos_token_id"] = config.bos_token_id
+    if config.pad_token_id is not None:
+        generation["pad_token_id"] = config.pad_token_id
+    (directory / "generation_config.json").write_text(
+        json.dumps(generation, indent=2) + "\n", encoding="utf-8"
+    )
+    for filename, content in (extra_files or {}).items():
+        (directory / filename).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+    return directory

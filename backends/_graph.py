@@ -1,0 +1,375 @@
+"""Build a Llama-style decoder with KV cache as an ONNX graph, with ``onnx.helper``.
+
+The graph has the Hugging Face Optimum input/output names: inputs ``input_ids`` [batch, seq],
+``attention_mask`` [batch, past + seq], ``position_ids`` [batch, seq] (plain attention only) and
+``past_key_values.{i}.key/value`` [batch, kv_heads, past, head_dim]; outputs ``logits``
+[batch, seq, vocab] and ``present.{i}.key/value`` [batch, kv_heads, past + seq, head_dim].
+
+Two attention variants share the same weights:
+
+* ``"plain"``: standard ONNX ops (MatMul/Softmax with an explicit causal + padding mask and
+  explicit rotary embeddings from ``position_ids``). Handles left-padded batches.
+* ``"gqa"``: ORT's fused ``com.microsoft.GroupQueryAttention`` (rotary inside, positions from the
+  cache length). Much faster on CPU, but it assumes right padding, so it is used for single
+  sequences only. It has no ``position_ids`` input (like the onnxruntime-genai builder's models).
+
+Weights are given as :class:`DecoderWeights` (Hugging Face orientation, ``[out, in]``) and turned
+into initializers by :func:`prepare_initializers` (fp32 ``MatMul`` or int4 ``MatMulNBits``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import onnx
+from onnx import TensorProto, helper
+
+from ._config import DecoderConfig
+
+__all__ = [
+    "Attention",
+    "DecoderWeights",
+    "Quantization",
+    "build_decoder",
+    "prepare_initializers",
+    "rotary_cache",
+]
+
+Attention = Literal["plain", "gqa"]
+Quantization = Literal["fp32", "int4"]
+F32 = npt.NDArray[np.float32]
+
+IR_VERSION = 10
+OPSET = 17
+INT4_BLOCK = 32
+
+
+@dataclass
+class DecoderWeights:
+    """The float32 weights of a Llama decoder, Hugging Face orientation (``[out_features, in_features]``).
+
+    Attributes:
+        embed: token embeddings ``[vocab, hidden]``.
+        norm: final RMS norm weight ``[hidden]``.
+        lm_head: output projection ``[vocab, hidden]``, or None when tied to ``embed``.
+        layers: per layer, a mapping with ``input_norm``, ``q``, ``k``, ``v``, ``o``, ``post_norm``,
+            ``gate``, ``up``, ``down``.
+    """
+
+    embed: F32
+    norm: F32
+    lm_head: F32 | None = None
+    layers: list[dict[str, F32]] = field(default_factory=list)
+
+
+def rotary_cache(config: DecoderConfig) -> tuple[F32, F32]:
+    """Cos and sin tables ``[max_positions, head_dim // 2]`` of rotary embeddings (``rotate_half`` layout)."""
+    half = config.head_dim // 2
+    inv_freq = 1.0 / (config.rope_theta ** (np.arange(0, half, dtype=np.float64) * 2.0 / config.head_dim))
+    angles = np.outer(np.arange(config.max_position_embeddings, dtype=np.float64), inv_freq)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def _quantize_int4(weight: F32) -> tuple[npt.NDArray[np.uint8], F32, npt.NDArray[np.uint8]]:
+    """Round-to-nearest asymmetric 4-bit quantization in blocks of 32 along the input axis.
+
+    Returns the ``MatMulNBits`` inputs: packed weights ``[N, blocks, 16]``, scales ``[N * blocks]``
+    and packed zero points ``[N * ceil(blocks / 2)]``.
+    """
+    n, k = weight.shape
+    if k % INT4_BLOCK:
+        pad = INT4_BLOCK - k % INT4_BLOCK
+        weight = np.concatenate([weight, np.zeros((n, pad), np.float32)], axis=1)
+    blocks = weight.shape[1] // INT4_BLOCK
+    w = weight.reshape(n, blocks, INT4_BLOCK)
+    lo = np.minimum(w.min(axis=2), 0.0)
+    hi = np.maximum(w.max(axis=2), 0.0)
+    scale = (hi - lo) / 15.0
+    scale = np.where(scale == 0.0, 1.0, scale).astype(np.float32)
+    zero = np.clip(np.round(-lo / scale), 0, 15).astype(np.uint8)
+    q = np.clip(np.round(w / scale[..., None]) + zero[..., None], 0, 15).astype(np.uint8)
+    packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+    if blocks % 2:
+        zero = np.concatenate([zero, np.zeros((n, 1), np.uint8)], axis=1)
+    zero_packed = (zero[:, 0::2] | (zero[:, 1::2] << 4)).astype(np.uint8)
+    return packed, scale.reshape(-1), zero_packed.reshape(-1)
+
+
+def prepare_initializers(
+    config: DecoderConfig,
+    weights: DecoderWeights,
+    quantization: Quantization = "fp32",
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, np.ndarray]:
+    """Turn :class:`DecoderWeights` into the named arrays :func:`build_decoder` expects.
+
+    Linear layers become ``{name}`` (``[in, out]`` for ``MatMul``) in fp32, or ``{name}.q``,
+    ``{name}.scales``, ``{name}.zp`` for ``MatMulNBits`` in int4. Q/K/V and gate/up are fused.
+    ``progress(done, total)`` is called after each layer.
+    """
+    if quantization not in ("fp32", "int4"):
+        raise ValueError(f"quantization must be 'fp32' or 'int4', got {quantization!r}")
+    if len(weights.layers) != config.num_layers:
+        raise ValueError(f"weights have {len(weights.layers)} layers, config says {config.num_layers}")
+    out: dict[str, np.ndarray] = {}
+
+    def linear(name: str, weight: F32) -> None:
+        if quantization == "int4":
+            q, s, z = _quantize_int4(np.ascontiguousarray(weight, dtype=np.float32))
+            out[f"{name}.q"], out[f"{name}.scales"], out[f"{name}.zp"] = q, s, z
+        else:
+            out[name] = np.ascontiguousarray(weight.T, dtype=np.float32)
+
+    out["embed_tokens"] = np.ascontiguousarray(weights.embed, dtype=np.float32)
+    cos, sin = rotary_cache(config)
+    out["cos_cache"], out["sin_cache"] = cos, sin
+    for i, layer in enumerate(weights.layers):
+        p = f"layers.{i}"
+        out[f"{p}.input_norm"] = np.asarray(layer["input_norm"], np.float32)
+        out[f"{p}.post_norm"] = np.asarray(layer["post_norm"], np.float32)
+        linear(f"{p}.qkv", np.concatenate([layer["q"], layer["k"], layer["v"]], axis=0))
+        linear(f"{p}.o", layer["o"])
+        linear(f"{p}.gate_up", np.concatenate([layer["gate"], layer["up"]], axis=0))
+        linear(f"{p}.down", layer["down"])
+        if progress is not None:
+            progress(i + 1, config.num_layers)
+    out["norm"] = np.asarray(weights.norm, np.float32)
+    if quantization == "int4":
+        linear("lm_head", weights.embed if weights.lm_head is None else weights.lm_head)
+    elif weights.lm_head is not None:
+        linear("lm_head", weights.lm_head)
+    return out
+
+
+class _Builder:
+    """Accumulates nodes with unique names."""
+
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.consts: list[TensorProto] = []
+        self._n = 0
+
+    def op(
+        self, op_type: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs: Any
+    ) -> list[str]:
+        self._n += 1
+        outs = [f"{op_type}_{self._n}_{j}" for j in range(n_out)]
+        self.nodes.append(
+            helper.make_node(op_type, inputs, outs, f"{op_type}_{self._n}", None, domain, **attrs)
+        )
+        return outs
+
+    def one(self, op_type: str, inputs: list[str], domain: str = "", **attrs: Any) -> str:
+        return self.op(op_type, inputs, 1, domain, **attrs)[0]
+
+    def const(self, name: str, value: npt.ArrayLike, dtype: type = np.int64) -> str:
+        self.consts.append(onnx.numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+
+def build_decoder(
+    config: DecoderConfig,
+    initializers: Mapping[str, TensorProto],
+    *,
+    attention: Attention = "plain",
+    name: str = "decoder",
+) -> onnx.ModelProto:
+    """Build the decoder graph over ``initializers`` (TensorProtos named like :func:`prepare_initializers`).
+
+    ``initializers`` may hold external-data TensorProtos (several graphs can share one data file).
+    """
+    if attention not in ("plain", "gqa"):
+        raise ValueError(f"attention must be 'plain' or 'gqa', got {attention!r}")
+    c = config
+    hd, nh, nkv, hidden = c.head_dim, c.num_heads, c.num_kv_heads, c.hidden_size
+    int4 = "layers.0.qkv.q" in initializers
+    b = _Builder()
+    eps = float(c.rms_norm_eps)
+
+    def matmul(x: str, wname: str, k: int, n: int) -> str:
+        if int4:
+            return b.one(
+                "MatMulNBits",
+                [x, f"{wname}.q", f"{wname}.scales", f"{wname}.zp"],
+                domain="com.microsoft",
+                K=k,
+                N=n,
+                bits=4,
+                block_size=INT4_BLOCK,
+                accuracy_level=4,
+            )
+        return b.one("MatMul", [x, wname])
+
+    def rms(x: str, weight: str) -> str:
+        return b.op("SimplifiedLayerNormalization", [x, weight], 1, axis=-1, epsilon=eps, stash_type=1)[0]
+
+    qkv_n = (nh + 2 * nkv) * hd
+    b.const("c_axes1", [1])
+    b.const("c_split_mlp", [c.intermediate_size, c.intermediate_size])
+
+    inputs = [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
+        helper.make_tensor_value_info(
+            "attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"]
+        ),
+    ]
+    if attention == "plain":
+        inputs.append(
+            helper.make_tensor_value_info(
+                "position_ids", TensorProto.INT64, ["batch_size", "sequence_length"]
+            )
+        )
+    outputs = [
+        helper.make_tensor_value_info(
+            "logits", TensorProto.FLOAT, ["batch_size", "sequence_length", c.vocab_size]
+        )
+    ]
+    kv_shape_in: list[str | int] = ["batch_size", nkv, "past_sequence_length", hd]
+    kv_shape_out: list[str | int] = ["batch_size", nkv, "total_sequence_length", hd]
+    for i in range(c.num_layers):
+        for kind in ("key", "value"):
+            inputs.append(
+                helper.make_tensor_value_info(f"past_key_values.{i}.{kind}", TensorProto.FLOAT, kv_shape_in)
+            )
+            outputs.append(
+                helper.make_tensor_value_info(f"present.{i}.{kind}", TensorProto.FLOAT, kv_shape_out)
+            )
+
+    h = b.one("Gather", ["embed_tokens", "input_ids"], axis=0)
+
+    if attention == "gqa":
+        mask_sum = b.one("ReduceSum", ["attention_mask", "c_axes1"], keepdims=0)
+        seqlens = b.one("Cast", [b.one("Sub", [mask_sum, b.const("c_one_i64", 1)])], to=TensorProto.INT32)
+        total = b.one(
+            "Cast",
+            [b.one("Gather", [b.one("Shape", ["attention_mask"]), b.const("c_one_s", 1)], axis=0)],
+            to=TensorProto.INT32,
+        )
+        cos2 = sin2 = bias = ""
+    else:
+        # rotary tables for the given positions: [B, 1, S, hd] in rotate_half layout
+        cos_half = b.one("Unsqueeze", [b.one("Gather", ["cos_cache", "position_ids"], axis=0), "c_axes1"])
+        sin_half = b.one("Unsqueeze", [b.one("Gather", ["sin_cache", "position_ids"], axis=0), "c_axes1"])
+        cos2 = b.one("Concat", [cos_half, cos_half], axis=-1)
+        sin2 = b.one("Concat", [sin_half, sin_half], axis=-1)
+        # causal + padding mask as an additive bias [B, 1, S, T]
+        s_len = b.one("Gather", [b.one("Shape", ["input_ids"]), b.const("c_one_s", 1)], axis=0)
+        t_len = b.one("Gather", [b.one("Shape", ["attention_mask"]), "c_one_s"], axis=0)
+        past_len = b.one("Sub", [t_len, s_len])
+        zero = b.const("c_zero_s", 0)
+        one = b.const("c_one_i64s", 1)
+        q_pos = b.one("Add", [b.one("Range", [zero, s_len, one]), past_len])
+        k_pos = b.one("Range", [zero, t_len, one])
+        causal = b.one(
+            "LessOrEqual",
+            [b.one("Unsqueeze", [k_pos, b.const("c_axes0", [0])]), b.one("Unsqueeze", [q_pos, "c_axes1"])],
+        )  # [S, T]
+        pad = b.one(
+            "Cast", [b.one("Unsqueeze", ["attention_mask", b.const("c_axes12", [1, 2])])], to=TensorProto.BOOL
+        )  # [B, 1, 1, T]
+        allowed = b.one("And", [causal, pad])
+        bias = b.one(
+            "Where",
+            [
+                allowed,
+                b.const("c_f0", 0.0, np.float32),
+                b.const("c_fmin", np.finfo(np.float32).min, np.float32),
+            ],
+        )
+        b.const("c_q_shape", [0, 0, nh, hd])
+        b.const("c_kv_shape", [0, 0, nkv, hd])
+        b.const("c_expand", [1, 1, nh // nkv, 1, 1])
+        b.const("c_heads_shape", [0, nh, -1, hd])
+        b.const("c_merge", [0, 0, hidden])
+        b.const("c_scale", 1.0 / np.sqrt(hd), np.float32)
+        b.const("c_half", [hd // 2, hd // 2])
+        b.const("c_axes2", [2])
+        b.const("c_split_qkv", [nh * hd, nkv * hd, nkv * hd])
+
+    def rope(x: str) -> str:  # x [B, H, S, hd]
+        x1, x2 = b.op("Split", [x, "c_half"], 2, axis=-1)
+        rotated = b.one("Concat", [b.one("Neg", [x2]), x1], axis=-1)
+        return b.one("Add", [b.one("Mul", [x, cos2]), b.one("Mul", [rotated, sin2])])
+
+    pending = ""  # the last MLP output, added to the residual stream by the next fused norm
+    for i in range(c.num_layers):
+        p = f"layers.{i}"
+        if i == 0:
+            x = rms(h, f"{p}.input_norm")
+        else:
+            x, _, _, h = b.op(
+                "SkipSimplifiedLayerNormalization",
+                [pending, h, f"{p}.input_norm"],
+                4,
+                domain="com.microsoft",
+                epsilon=eps,
+            )
+        qkv = matmul(x, f"{p}.qkv", hidden, qkv_n)
+        past_k, past_v = f"past_key_values.{i}.key", f"past_key_values.{i}.value"
+        pres_k, pres_v = f"present.{i}.key", f"present.{i}.value"
+        if attention == "gqa":
+            attn = b.one(
+                "GroupQueryAttention",
+                [qkv, "", "", past_k, past_v, seqlens, total, "cos_cache", "sin_cache"],
+                domain="com.microsoft",
+                num_heads=nh,
+                kv_num_heads=nkv,
+                do_rotary=1,
+                rotary_interleaved=0,
+                local_window_size=-1,
+                scale=float(1.0 / np.sqrt(hd)),
+            )
+            # GroupQueryAttention has three outputs; rename the last node's outputs to the graph names
+            node = b.nodes[-1]
+            node.output.extend([pres_k, pres_v])
+        else:
+            q, k, v = b.op("Split", [qkv, "c_split_qkv"], 3, axis=-1)
+            q = rope(b.one("Transpose", [b.one("Reshape", [q, "c_q_shape"])], perm=[0, 2, 1, 3]))
+            k = rope(b.one("Transpose", [b.one("Reshape", [k, "c_kv_shape"])], perm=[0, 2, 1, 3]))
+            v = b.one("Transpose", [b.one("Reshape", [v, "c_kv_shape"])], perm=[0, 2, 1, 3])
+            b.nodes.append(helper.make_node("Concat", [past_k, k], [pres_k], name=f"concat_k_{i}", axis=2))
+            b.nodes.append(helper.make_node("Concat", [past_v, v], [pres_v], name=f"concat_v_{i}", axis=2))
+
+            def heads(t: str) -> str:  # [B, kv, T, hd] -> [B, nh, T, hd]
+                if nh == nkv:
+                    return t
+                e = b.one("Expand", [b.one("Unsqueeze", [t, "c_axes2"]), "c_expand"])
+                return b.one("Reshape", [e, "c_heads_shape"])
+
+            scores = b.one("MatMul", [q, b.one("Transpose", [heads(pres_k)], perm=[0, 1, 3, 2])])
+            scores = b.one("Add", [b.one("Mul", [scores, "c_scale"]), bias])
+            probs = b.one("Softmax", [scores], axis=-1)
+            ctx = b.one("MatMul", [probs, heads(pres_v)])
+            attn = b.one("Reshape", [b.one("Transpose", [ctx], perm=[0, 2, 1, 3]), "c_merge"])
+        o = matmul(attn, f"{p}.o", hidden, hidden)
+        x, _, _, h = b.op(
+            "SkipSimplifiedLayerNormalization",
+            [o, h, f"{p}.post_norm"],
+            4,
+            domain="com.microsoft",
+            epsilon=eps,
+        )
+        gate_up = matmul(x, f"{p}.gate_up", hidden, 2 * c.intermediate_size)
+        gate, up = b.op("Split", [gate_up, "c_split_mlp"], 2, axis=-1)
+        act = b.one("Mul", [b.one("Mul", [gate, b.one("Sigmoid", [gate])]), up])
+        pending = matmul(act, f"{p}.down", c.intermediate_size, hidden)
+    final, _, _, _ = b.op(
+        "SkipSimplifiedLayerNormalization", [pending, h, "norm"], 4, domain="com.microsoft", epsilon=eps
+    )
+    if int4 or "lm_head" in initializers:
+        logits = matmul(final, "lm_head", hidden, c.vocab_size)
+    else:
+        logits = b.one("MatMul", [final, b.one("Transpose", ["embed_tokens"], perm=[1, 0])])
+    b.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits_out"))
+
+    graph = helper.make_graph(b.nodes, name, inputs, outputs, initializer=[*initializers.values(), *b.consts])
+    return helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)],
+        ir_version=IR_VERSION,
+        producer_name="rxstream",
+    )

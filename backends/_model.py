@@ -1,0 +1,797 @@
+""":class:`OnnxModel`: a decoder-only ONNX model with KV cache that generates ``Observable[int]``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+import reactivex
+from reactivex import Observable, abc
+from reactivex.disposable import Disposable
+from reactivex.scheduler import ThreadPoolScheduler
+from tokenizers import Tokenizer
+
+from rxstream import Finish, FinishReason
+
+from ._chat import ChatTemplate
+from ._config import DecoderConfig
+from ._export import BATCH_MODEL_FILE, MODEL_FILE
+from ._sampling import Sampler, check_sampling_args
+
+__all__ = ["OnnxModel", "Provider", "default_scheduler"]
+
+Provider = Literal["auto", "cpu", "cuda"]
+FinishCallback = Callable[[Finish], None]
+RowFinishCallback = Callable[[int, Finish], None]
+
+log = logging.getLogger("rxstream.backends")
+
+_DTYPES: dict[str, type[np.generic]] = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(bfloat16)": np.float32,
+}
+
+_scheduler_lock = threading.Lock()
+_scheduler: ThreadPoolScheduler | None = None
+
+
+def default_scheduler() -> ThreadPoolScheduler:
+    """The shared pool that runs generations when no scheduler is given (8 workers, created on first use)."""
+    global _scheduler
+    with _scheduler_lock:
+        if _scheduler is None:
+            _scheduler = ThreadPoolScheduler(max_workers=8)
+        return _scheduler
+
+
+def _nvidia_device_present() -> bool:
+    if sys.platform.startswith("linux"):
+        return os.path.exists("/dev/nvidiactl") or os.path.isdir("/proc/driver/nvidia")
+    return True
+
+
+def _create_session(path: Path, provider: Provider, threads: int | None) -> tuple[ort.InferenceSession, str]:
+    if provider not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"OnnxModel: provider must be 'auto', 'cpu' or 'cuda', got {provider!r}")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    want_cuda = provider == "cuda" or (
+        provider == "auto"
+        and "CUDAExecutionProvider" in ort.get_available_providers()
+        and _nvidia_device_present()
+    )
+    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if want_cuda else ["CPUExecutionProvider"]
+    try:
+        session = ort.InferenceSession(str(path), options, providers=providers)
+    except Exception as exc:
+        raise ValueError(f"OnnxModel: cannot load {path}: {exc}") from exc
+    running = "cuda" if "CUDAExecutionProvider" in session.get_providers() else "cpu"
+    if provider == "cuda" and running != "cuda":
+        raise RuntimeError(
+            "OnnxModel: provider='cuda' was requested but ONNX Runtime could not start CUDA "
+            "(no GPU, or the CUDA/cuDNN libraries are missing); use provider='cpu' or 'auto'"
+        )
+    if want_cuda and running != "cuda":
+        log.info("CUDA is not usable here; running %s on CPU", path.name)
+    log.debug("loaded %s on %s", path, running)
+    return session, running
+
+
+class _Graph:
+    """One ONNX session plus the names and shapes of its KV cache."""
+
+    def __init__(
+        self, path: Path, provider: Provider, threads: int | None, config: DecoderConfig | None
+    ) -> None:
+        self.session, self.provider = _create_session(path, provider, threads)
+        self.path = path
+        ins = {i.name: i for i in self.session.get_inputs()}
+        outs = {o.name: o for o in self.session.get_outputs()}
+        layers = 0
+        while f"past_key_values.{layers}.key" in ins:
+            layers += 1
+        problems: list[str] = []
+        for required in ("input_ids", "attention_mask"):
+            if required not in ins:
+                problems.append(f"missing input {required!r}")
+        if "logits" not in outs:
+            problems.append("missing output 'logits'")
+        if layers == 0:
+            problems.append("no KV-cache inputs 'past_key_values.{i}.key/value'")
+        self.past_names: list[str] = []
+        self.present_names: list[str] = []
+        for i in range(layers):
+            for kind in ("key", "value"):
+                p, q = f"past_key_values.{i}.{kind}", f"present.{i}.{kind}"
+                if p not in ins:
+                    problems.append(f"missing input {p!r}")
+                if q not in outs:
+                    problems.append(f"missing output {q!r}")
+                self.past_names.append(p)
+                self.present_names.append(q)
+        known = {"input_ids", "attention_mask", "position_ids", *self.past_names}
+        unexpected = sorted(set(ins) - known)
+        if unexpected:
+            problems.append(f"unexpected input(s) {unexpected}")
+        if problems:
+            raise ValueError(
+                f"OnnxModel: {path} is not a decoder with KV cache in the Optimum layout: "
+                + "; ".join(problems)
+                + " (expected inputs input_ids, attention_mask, [position_ids], "
+                "past_key_values.{i}.key/value; "
+                "outputs logits, present.{i}.key/value)"
+            )
+        self.num_layers = layers
+        self.has_position_ids = "position_ids" in ins
+        past0 = ins["past_key_values.0.key"]
+        self.kv_dtype = _DTYPES.get(past0.type, np.float32)
+        shape = past0.shape
+        kv_heads = shape[1] if isinstance(shape[1], int) else (config.num_kv_heads if config else None)
+        head_dim = shape[3] if isinstance(shape[3], int) else (config.head_dim if config else None)
+        if kv_heads is None or head_dim is None:
+            raise ValueError(
+                f"OnnxModel: {path}: KV-cache shape {shape} is symbolic and no config.json says it"
+            )
+        self.kv_heads, self.head_dim = int(kv_heads), int(head_dim)
+        self.device = "cuda" if self.provider == "cuda" else "cpu"
+
+    def empty_past(self, batch: int) -> list[ort.OrtValue]:
+        shape = [batch, self.kv_heads, 0, self.head_dim]
+        return [
+            ort.OrtValue.ortvalue_from_shape_and_type(shape, self.kv_dtype, self.device, 0)
+            for _ in self.past_names
+        ]
+
+    def step(
+        self, feeds: Mapping[str, np.ndarray], past: Sequence[ort.OrtValue]
+    ) -> tuple[npt.NDArray[np.float32], list[ort.OrtValue]]:
+        """One forward pass with IO binding; the KV cache stays where the provider keeps it."""
+        binding = self.session.io_binding()
+        for name, array in feeds.items():
+            binding.bind_cpu_input(name, array)
+        for name, value in zip(self.past_names, past, strict=True):
+            binding.bind_ortvalue_input(name, value)
+        binding.bind_output("logits", "cpu")
+        for name in self.present_names:
+            binding.bind_output(name, self.device)
+        self.session.run_with_iobinding(binding)
+        outputs = binding.get_outputs()
+        logits: npt.NDArray[np.float32] = outputs[0].numpy()
+        return logits, list(outputs[1:])
+
+
+class _Generation:
+    """Cancellation flag and exactly-once finish reporting for one subscription."""
+
+    __slots__ = ("_done", "_lock", "_on_finish", "cancelled")
+
+    def __init__(self, on_finish: FinishCallback | None) -> None:
+        self._lock = threading.Lock()
+        self._done = False
+        self._on_finish = on_finish
+        self.cancelled = False
+
+    def claim(self) -> bool:
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+            return True
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            first = not self._done
+            self._done = True
+        if first and self._on_finish is not None:
+            try:
+                self._on_finish(Finish(FinishReason.CANCELLED))
+            except Exception:  # the subscriber is gone; nothing to route it to
+                log.exception("generate: on_finish raised on cancellation")
+
+    def report(self, finish: Finish) -> None:
+        if self._on_finish is not None:
+            self._on_finish(finish)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"OnnxModel: {path} is not valid JSON ({exc})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _ids(value: Any) -> set[int]:
+    if value is None:
+        return set()
+    if isinstance(value, list):
+        return {int(v) for v in value}
+    return {int(value)}
+
+
+class OnnxModel:
+    """A decoder-only language model run by ONNX Runtime, producing token ids as ``Observable[int]``.
+
+    Load with :meth:`load` (a model directory in the Hugging Face Optimum layout, or one written by
+    the onnxruntime-genai builder) or :meth:`from_pretrained` (the default model, downloaded and
+    converted on first use). Thread-safe: many generations can run at once on one model.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        graph: _Graph,
+        tokenizer: Tokenizer,
+        config: DecoderConfig | None,
+        eos_token_ids: frozenset[int],
+        chat_template: ChatTemplate | None,
+        provider_request: Provider,
+        threads: int | None,
+    ) -> None:
+        self.directory = directory
+        self._graph = graph
+        self._batch_graph: _Graph | None = graph if graph.has_position_ids else None
+        self._tokenizer = tokenizer
+        self.config = config
+        self._eos = eos_token_ids
+        self._chat_template = chat_template
+        self._provider_request: Provider = provider_request
+        self._threads = threads
+        self._active = 0
+        self._active_lock = threading.Lock()
+        self.vocab_size = (
+            config.vocab_size if config is not None else tokenizer.get_vocab_size(with_added_tokens=True)
+        )
+        self.max_length = config.max_position_embeddings if config is not None else 1 << 30
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, path: str | Path, *, provider: Provider = "auto", threads: int | None = None) -> OnnxModel:
+        """Load a model directory.
+
+        It must hold ``model.onnx`` (with its external data), ``tokenizer.json`` and ``config.json``
+        (or onnxruntime-genai's ``genai_config.json``); ``generation_config.json`` and
+        ``tokenizer_config.json`` (EOS ids, chat template) are read when present. ``provider``:
+        ``"cpu"``, ``"cuda"`` (an error if CUDA cannot start) or ``"auto"`` (CUDA when it works,
+        else CPU, quietly); :attr:`provider` says which one runs. ``threads``: ONNX Runtime intra-op
+        threads (default: one per physical core).
+        """
+        directory = Path(path).expanduser()
+        if not directory.exists():
+            raise FileNotFoundError(f"OnnxModel.load: model directory {str(directory)!r} does not exist")
+        if not directory.is_dir():
+            raise NotADirectoryError(f"OnnxModel.load: {str(directory)!r} is not a directory")
+        model_file = directory / MODEL_FILE
+        if not model_file.is_file():
+            candidates = sorted(p for p in directory.glob("*.onnx") if p.name != BATCH_MODEL_FILE)
+            if len(candidates) != 1:
+                raise FileNotFoundError(
+                    f"OnnxModel.load: no {MODEL_FILE} in {str(directory)!r} "
+                    f"(found: {sorted(p.name for p in directory.iterdir()) or 'nothing'})"
+                )
+            model_file = candidates[0]
+        tok_file = directory / "tokenizer.json"
+        if not tok_file.is_file():
+            raise FileNotFoundError(f"OnnxModel.load: no tokenizer.json in {str(directory)!r}")
+        try:
+            tokenizer = Tokenizer.from_file(str(tok_file))
+        except Exception as exc:
+            raise ValueError(f"OnnxModel.load: cannot read {tok_file}: {exc}") from exc
+
+        config: DecoderConfig | None = None
+        eos: set[int] = set()
+        if (directory / "config.json").is_file():
+            config = DecoderConfig.read(directory / "config.json")
+            eos |= set(config.eos_token_id)
+        genai = _read_json(directory / "genai_config.json")
+        if config is None and genai:
+            config = _config_from_genai(genai, directory)
+            eos |= set(config.eos_token_id)
+        if config is None:
+            raise FileNotFoundError(
+                f"OnnxModel.load: no config.json (or genai_config.json) in {str(directory)!r}"
+            )
+        eos |= _ids(_read_json(directory / "generation_config.json").get("eos_token_id"))
+        tok_config = _read_json(directory / "tokenizer_config.json")
+        eos_token = _token_text(tok_config.get("eos_token"))
+        bos_token = _token_text(tok_config.get("bos_token"))
+        eos_id = None if eos_token is None else tokenizer.token_to_id(eos_token)
+        if not eos and eos_id is not None:
+            eos.add(int(eos_id))
+        template_src = tok_config.get("chat_template")
+        if isinstance(template_src, list):  # [{"name": ..., "template": ...}]
+            named = {t.get("name"): t.get("template") for t in template_src if isinstance(t, dict)}
+            template_src = named.get("default") or next(iter(named.values()), None)
+        if template_src is None and (directory / "chat_template.jinja").is_file():
+            template_src = (directory / "chat_template.jinja").read_text(encoding="utf-8")
+        template = (
+            ChatTemplate(template_src, bos_token=bos_token or "", eos_token=eos_token or "")
+            if isinstance(template_src, str)
+            else None
+        )
+
+        graph = _Graph(model_file, provider, threads, config)
+        if config.num_layers != graph.num_layers:
+            raise ValueError(
+                f"OnnxModel.load: {model_file.name} has {graph.num_layers} layers of KV cache but "
+                f"config.json "
+                f"says num_hidden_layers={config.num_layers}"
+            )
+        return cls(directory, graph, tokenizer, config, frozenset(eos), template, provider, threads)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | Path = "smollm2",
+        *,
+        provider: Provider = "auto",
+        quantization: Literal["fp32", "int4"] = "fp32",
+        cache_dir: str | Path | None = None,
+        progress: bool = True,
+        threads: int | None = None,
+    ) -> OnnxModel:
+        """Load a model directory, or a known model by name (``"smollm2"``), pulling it on first use.
+
+        Pulling downloads and converts the model into the cache directory (see
+        :func:`~rxstream.backends.pull_model`), with progress on stderr when ``progress``.
+        """
+        from ._pull import KNOWN_MODELS, pull_model
+
+        candidate = Path(name_or_path).expanduser()
+        if candidate.is_dir():
+            return cls.load(candidate, provider=provider, threads=threads)
+        name = str(name_or_path)
+        if name not in KNOWN_MODELS:
+            raise ValueError(
+                f"OnnxModel.from_pretrained: {name!r} is neither a model directory nor a known model "
+                f"({', '.join(sorted(KNOWN_MODELS))})"
+            )
+        directory = pull_model(name, cache_dir=cache_dir, progress=progress, quantization=quantization)
+        return cls.load(directory, provider=provider, threads=threads)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The model's ``tokenizers.Tokenizer``."""
+        return self._tokenizer
+
+    @property
+    def provider(self) -> str:
+        """The execution provider that actually runs: ``"cpu"`` or ``"cuda"``."""
+        return self._graph.provider
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        """The ids that end a generation (generation_config.json, config.json, tokenizer_config.json)."""
+        return self._eos
+
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether :meth:`encode_chat` can work."""
+        return self._chat_template is not None
+
+    @property
+    def active_generations(self) -> int:
+        """How many generation loops are running right now (0 once every subscription has ended)."""
+        return self._active
+
+    # ------------------------------------------------------------------ text
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no special tokens added)."""
+        return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def render_chat(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True) -> str:
+        """The prompt text of ``messages`` under the model's chat template."""
+        if self._chat_template is None:
+            raise ValueError(
+                f"OnnxModel: {self.directory} has no chat template (tokenizer_config.json chat_template)"
+            )
+        return self._chat_template.render(messages, add_generation_prompt=add_generation_prompt)
+
+    def encode_chat(
+        self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Token ids of ``messages`` rendered with the model's chat template."""
+        return self.encode(self.render_chat(messages, add_generation_prompt))
+
+    # ------------------------------------------------------------------ raw forward
+    def forward(
+        self,
+        input_ids: npt.ArrayLike,
+        attention_mask: npt.ArrayLike | None = None,
+        position_ids: npt.ArrayLike | None = None,
+        past: Sequence[np.ndarray] | None = None,
+    ) -> tuple[npt.NDArray[np.float32], list[np.ndarray]]:
+        """One forward pass with numpy arrays: returns ``(logits [B, S, V], present)``.
+
+        ``past`` is the ``present`` of the previous call (None: empty cache). ``attention_mask``
+        defaults to all ones over past + new tokens, ``position_ids`` to the positions after the cache.
+        """
+        ids = np.asarray(input_ids, dtype=np.int64)
+        if ids.ndim != 2:
+            raise ValueError(f"forward: input_ids must be [batch, seq], got shape {ids.shape}")
+        graph = self._graph if (self._graph.has_position_ids or position_ids is None) else self._plain_graph()
+        batch, seq = ids.shape
+        past_len = 0 if past is None else int(past[0].shape[2])
+        mask = (
+            np.ones((batch, past_len + seq), np.int64)
+            if attention_mask is None
+            else np.asarray(attention_mask, dtype=np.int64)
+        )
+        feeds: dict[str, np.ndarray] = {"input_ids": ids, "attention_mask": mask}
+        if graph.has_position_ids:
+            feeds["position_ids"] = (
+                np.broadcast_to(np.arange(past_len, past_len + seq), (batch, seq)).copy()
+                if position_ids is None
+                else np.asarray(position_ids, dtype=np.int64)
+            )
+        if past is None:
+            past = [
+                np.zeros((batch, graph.kv_heads, 0, graph.head_dim), graph.kv_dtype) for _ in graph.past_names
+            ]
+        feeds.update(zip(graph.past_names, past, strict=True))
+        outs = graph.session.run(["logits", *graph.present_names], feeds)
+        return np.asarray(outs[0], dtype=np.float32), [np.asarray(o) for o in outs[1:]]
+
+    # ------------------------------------------------------------------ generation
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+        seed: int | None = None,
+        stop_token_ids: Iterable[int] = (),
+        ignore_eos: bool = False,
+        on_finish: FinishCallback | None = None,
+        scheduler: abc.SchedulerBase | None = None,
+    ) -> Observable[int]:
+        """A cold ``Observable[int]`` of generated token ids.
+
+        Each subscription runs its own generation on ``scheduler`` (default: a scheduler passed to
+        ``subscribe``, else the shared :func:`default_scheduler` pool) and emits each id as soon as it
+        is sampled. It completes on an EOS id (not emitted; ``Finish(EOS)``), on one of
+        ``stop_token_ids`` (not emitted; ``Finish(STOP, stop=id)``), or after ``max_new_tokens`` ids
+        or at the model's context length (``Finish(LENGTH)``), calling ``on_finish`` before
+        ``on_completed``. Disposing stops the loop before the next forward pass (``Finish(CANCELLED)``)
+        and drops its KV cache. Failures go to ``on_error`` (``Finish(ERROR)`` first).
+        ``ignore_eos`` keeps generating past EOS (benchmarks). Bad arguments raise at once.
+        """
+        check_sampling_args(
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            repetition_penalty=repetition_penalty,
+            seed=seed,
+        )
+        prompt = self._check_prompt(prompt_ids, "generate")
+        stops = frozenset(int(s) for s in stop_token_ids)
+        eos = frozenset() if ignore_eos else self._eos
+
+        def subscribe(
+            observer: abc.ObserverBase[int], sched: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
+            run = _Generation(on_finish)
+            sampler = Sampler(
+                self.vocab_size,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                repetition_penalty=repetition_penalty,
+                seed=seed,
+                seen=prompt,
+            )
+
+            def action(_scheduler: abc.SchedulerBase, _state: Any = None) -> None:
+                self._loop(prompt, run, observer, sampler, max_new_tokens, stops, eos)
+
+            worker = scheduler or sched or default_scheduler()
+            scheduled = worker.schedule(action)
+
+            def dispose() -> None:
+                run.cancel()
+                scheduled.dispose()
+
+            return Disposable(dispose)
+
+        return reactivex.create(subscribe)
+
+    def chat(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Observable[int]:
+        """:meth:`generate` on the chat-template prompt of ``messages`` (same keyword arguments)."""
+        return self.generate(self.encode_chat(messages), **kwargs)
+
+    def _check_prompt(self, prompt_ids: Sequence[int], who: str) -> list[int]:
+        if isinstance(prompt_ids, (str, bytes)):
+            raise TypeError(
+                f"{who}: prompt_ids must be a sequence of ints, got a {type(prompt_ids).__name__}"
+            )
+        prompt = [int(i) for i in prompt_ids]
+        if not prompt:
+            raise ValueError(f"{who}: prompt_ids is empty")
+        bad = [i for i in prompt if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"{who}: token id(s) {bad[:5]} outside the vocabulary (size {self.vocab_size})")
+        if len(prompt) >= self.max_length:
+            raise ValueError(
+                f"{who}: prompt of {len(prompt)} tokens does not fit the context ({self.max_length})"
+            )
+        return prompt
+
+    def _track(self, delta: int) -> None:
+        with self._active_lock:
+            self._active += delta
+
+    def _loop(
+        self,
+        prompt: list[int],
+        run: _Generation,
+        observer: abc.ObserverBase[int],
+        sampler: Sampler,
+        max_new_tokens: int,
+        stops: frozenset[int],
+        eos: frozenset[int],
+    ) -> None:
+        self._track(1)
+        try:
+            finish = self._decode(prompt, run, observer, sampler, max_new_tokens, stops, eos)
+            if finish is not None and run.claim():
+                run.report(finish)
+                observer.on_completed()
+        except Exception as exc:
+            if run.claim():
+                try:
+                    run.report(Finish(FinishReason.ERROR, error=exc))
+                finally:
+                    observer.on_error(exc)
+        finally:
+            self._track(-1)
+
+    def _decode(
+        self,
+        prompt: list[int],
+        run: _Generation,
+        observer: abc.ObserverBase[int],
+        sampler: Sampler,
+        max_new_tokens: int,
+        stops: frozenset[int],
+        eos: frozenset[int],
+    ) -> Finish | None:
+        graph = self._graph
+        past = graph.empty_past(1)
+        ids = np.asarray([prompt], dtype=np.int64)
+        total = len(prompt)
+        produced = 0
+        while True:
+            if run.cancelled:
+                return None
+            if produced >= max_new_tokens or total >= self.max_length:
+                return Finish(FinishReason.LENGTH)
+            feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64)}
+            if graph.has_position_ids:
+                feeds["position_ids"] = np.arange(total - ids.shape[1], total, dtype=np.int64)[None, :]
+            logits, past = graph.step(feeds, past)
+            token = sampler(logits[0, -1])
+            if token in stops:
+                return Finish(FinishReason.STOP, stop=token)
+            if token in eos:
+                return Finish(FinishReason.EOS)
+            if run.cancelled:
+                return None
+            observer.on_next(token)
+            produced += 1
+            total += 1
+            ids = np.asarray([[token]], dtype=np.int64)
+
+    # ------------------------------------------------------------------ batches
+    def _plain_graph(self) -> _Graph:
+        if self._batch_graph is None:
+            path = self.directory / BATCH_MODEL_FILE
+            if not path.is_file():
+                raise ValueError(
+                    f"OnnxModel: {self._graph.path.name} uses fused attention without position_ids, which "
+                    f"cannot run left-padded batches, and there is no {BATCH_MODEL_FILE} in {self.directory}"
+                )
+            self._batch_graph = _Graph(path, self._provider_request, self._threads, self.config)
+        return self._batch_graph
+
+    def generate_batch(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+        seed: int | None = None,
+        stop_token_ids: Iterable[int] = (),
+        ignore_eos: bool = False,
+        on_finish: RowFinishCallback | None = None,
+        scheduler: abc.SchedulerBase | None = None,
+    ) -> Observable[tuple[int, int]]:
+        """Generate for several prompts at once (left-padded batch) as ``Observable[(row, token_id)]``.
+
+        Each row ends on its own (EOS, stop id, budget), reported as ``on_finish(row, Finish)``; the
+        observable completes when every row has ended. Each row's ids equal what :meth:`generate`
+        gives for that prompt alone (up to float rounding). Row ``i`` samples with seed ``seed + i``.
+        Disposing stops the loop before the next forward pass (every unfinished row: CANCELLED).
+        """
+        check_sampling_args(
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            repetition_penalty=repetition_penalty,
+            seed=seed,
+        )
+        rows = [self._check_prompt(p, "generate_batch") for p in prompts]
+        if not rows:
+            raise ValueError("generate_batch: no prompts")
+        stops = frozenset(int(s) for s in stop_token_ids)
+        eos = frozenset() if ignore_eos else self._eos
+        needs_padding = len({len(r) for r in rows}) > 1
+        graph = self._plain_graph() if (needs_padding and not self._graph.has_position_ids) else self._graph
+
+        def subscribe(
+            observer: abc.ObserverBase[tuple[int, int]], sched: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
+            lock = threading.Lock()
+            done = [False] * len(rows)
+            state = {"cancelled": False}
+
+            def finish_row(i: int, finish: Finish) -> bool:
+                with lock:
+                    if done[i]:
+                        return False
+                    done[i] = True
+                if on_finish is not None:
+                    on_finish(i, finish)
+                return True
+
+            samplers = [
+                Sampler(
+                    self.vocab_size,
+                    temperature=temperature,
+                    top_k=top_k,
+                    top_p=top_p,
+                    repetition_penalty=repetition_penalty,
+                    seed=None if seed is None else seed + i,
+                    seen=r,
+                )
+                for i, r in enumerate(rows)
+            ]
+
+            def action(_scheduler: abc.SchedulerBase, _state: Any = None) -> None:
+                self._track(1)
+                try:
+                    self._batch_loop(
+                        graph, rows, samplers, state, done, finish_row, observer, max_new_tokens, stops, eos
+                    )
+                except Exception as exc:
+                    for i in range(len(rows)):
+                        finish_row(i, Finish(FinishReason.ERROR, error=exc))
+                    observer.on_error(exc)
+                finally:
+                    self._track(-1)
+
+            scheduled = (scheduler or sched or default_scheduler()).schedule(action)
+
+            def dispose() -> None:
+                state["cancelled"] = True
+                for i in range(len(rows)):
+                    finish_row(i, Finish(FinishReason.CANCELLED))
+                scheduled.dispose()
+
+            return Disposable(dispose)
+
+        return reactivex.create(subscribe)
+
+    def _batch_loop(
+        self,
+        graph: _Graph,
+        rows: list[list[int]],
+        samplers: list[Sampler],
+        state: dict[str, bool],
+        done: list[bool],
+        finish_row: Callable[[int, Finish], bool],
+        observer: abc.ObserverBase[tuple[int, int]],
+        max_new_tokens: int,
+        stops: frozenset[int],
+        eos: frozenset[int],
+    ) -> None:
+        batch, width = len(rows), max(len(r) for r in rows)
+        pad = next(iter(sorted(self._eos)), 0)
+        ids = np.full((batch, width), pad, dtype=np.int64)
+        mask = np.zeros((batch, width), dtype=np.int64)
+        for i, r in enumerate(rows):
+            ids[i, width - len(r) :] = r
+            mask[i, width - len(r) :] = 1
+        positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+        past = graph.empty_past(batch)
+        produced = 0
+        while True:
+            if state["cancelled"]:
+                return
+            if produced >= max_new_tokens or mask.shape[1] >= self.max_length:
+                for i in range(batch):
+                    finish_row(i, Finish(FinishReason.LENGTH))
+                break
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if graph.has_position_ids:
+                feeds["position_ids"] = positions
+            logits, past = graph.step(feeds, past)
+            next_ids = np.full((batch, 1), pad, dtype=np.int64)
+            for i in range(batch):
+                if done[i]:
+                    continue
+                token = samplers[i](logits[i, -1])
+                if token in stops:
+                    finish_row(i, Finish(FinishReason.STOP, stop=token))
+                elif token in eos:
+                    finish_row(i, Finish(FinishReason.EOS))
+                else:
+                    if state["cancelled"]:
+                        return
+                    observer.on_next((i, token))
+                    next_ids[i, 0] = token
+            produced += 1
+            if all(done):
+                break
+            ids = next_ids
+            mask = np.concatenate([mask, np.ones((batch, 1), np.int64)], axis=1)
+            positions = positions[:, -1:] + 1
+        if not state["cancelled"]:
+            observer.on_completed()
+
+
+def _token_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return str(value["content"])
+    return None
+
+
+def _config_from_genai(genai: dict[str, Any], directory: Path) -> DecoderConfig:
+    """A :class:`DecoderConfig` from onnxruntime-genai's ``genai_config.json``."""
+    try:
+        model = genai["model"]
+        dec = model["decoder"]
+        heads = int(dec["num_attention_heads"])
+        head_size = int(dec["head_size"])
+        return DecoderConfig(
+            vocab_size=int(model["vocab_size"]),
+            hidden_size=heads * head_size,
+            intermediate_size=int(dec.get("intermediate_size", 4 * heads * head_size)),
+            num_layers=int(dec["num_hidden_layers"]),
+            num_heads=heads,
+            num_kv_heads=int(dec.get("num_key_value_heads", heads)),
+            max_position_embeddings=int(model.get("context_length", 2048)),
+            eos_token_id=tuple(sorted(_ids(model.get("eos_token_id")))),
+            bos_token_id=model.get("bos_token_id"),
+            pad_token_id=model.get("pad_token_id"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"OnnxModel.load: {directory / 'genai_config.json'} lacks decoder fields ({exc})"
+        ) from None

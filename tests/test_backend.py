@@ -1,0 +1,405 @@
+"""OnnxModel on tiny random-weight models built in-process: KV cache, batches, sampling, disposal, errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+from reactivex import operators as ops
+from reactivex.scheduler import NewThreadScheduler
+from rxstream.backends import OnnxModel, build_tiny_model
+
+from rxstream import Finish, FinishReason, FinishRecorder
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "plain", seed=0)
+
+
+@pytest.fixture(scope="module")
+def gqa_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "gqa", seed=0, attention="gqa")
+
+
+@pytest.fixture(scope="module")
+def model(tiny_dir: Path) -> OnnxModel:
+    return OnnxModel.load(tiny_dir, provider="cpu")
+
+
+@pytest.fixture(scope="module")
+def gqa_model(gqa_dir: Path) -> OnnxModel:
+    return OnnxModel.load(gqa_dir, provider="cpu")
+
+
+def prompt_of(model: OnnxModel, text: str = "What is the capital of France?") -> list[int]:
+    return model.encode_chat([{"role": "user", "content": text}])
+
+
+def collect(model: OnnxModel, prompt: list[int], **kw: Any) -> list[int]:
+    result: list[int] = model.generate(prompt, **kw).pipe(ops.to_list()).run()
+    return result
+
+
+def test_tiny_model_builds_in_milliseconds_with_optimum_files(tmp_path: Path) -> None:
+    start = time.perf_counter()
+    out = build_tiny_model(tmp_path / "m")
+    assert time.perf_counter() - start < 2.0
+    for name in (
+        "model.onnx",
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ):
+        assert (out / name).is_file(), name
+    names = [i.name for i in onnx.load(str(out / "model.onnx")).graph.input]
+    assert names[:3] == ["input_ids", "attention_mask", "position_ids"]
+    assert "past_key_values.1.value" in names
+
+
+def test_same_seed_same_weights(tmp_path: Path) -> None:
+    a = OnnxModel.load(build_tiny_model(tmp_path / "a", seed=5))
+    b = OnnxModel.load(build_tiny_model(tmp_path / "b", seed=5))
+    c = OnnxModel.load(build_tiny_model(tmp_path / "c", seed=6))
+    ids = [[5, 9, 77, 120]]
+    la, lb, lc = a.forward(ids)[0], b.forward(ids)[0], c.forward(ids)[0]
+    np.testing.assert_array_equal(la, lb)
+    assert not np.allclose(la, lc)
+
+
+@pytest.mark.parametrize("which", ["model", "gqa_model"])
+def test_kv_cache_decoding_equals_full_recomputation(which: str, request: pytest.FixtureRequest) -> None:
+    m: OnnxModel = request.getfixturevalue(which)
+    seq = [*prompt_of(m)[:10], 40, 41, 300, 7, 99, 150]
+    full, _ = m.forward([seq])
+    logits, past = m.forward([seq[:10]])
+    steps = [logits[0]]
+    for token in seq[10:]:
+        logits, past = m.forward([[token]], past=past)
+        steps.append(logits[0])
+    incremental = np.concatenate(steps, axis=0)
+    assert incremental.shape == full[0].shape
+    np.testing.assert_allclose(incremental, full[0], atol=1e-5, rtol=0)
+
+
+def test_fused_attention_graph_matches_plain_graph(model: OnnxModel, gqa_model: OnnxModel) -> None:
+    seq = prompt_of(model)
+    np.testing.assert_allclose(gqa_model.forward([seq])[0], model.forward([seq])[0], atol=1e-4, rtol=0)
+    assert collect(gqa_model, seq, max_new_tokens=12) == collect(model, seq, max_new_tokens=12)
+
+
+def test_greedy_generation_is_argmax_of_recomputed_logits(model: OnnxModel) -> None:
+    prompt = prompt_of(model)
+    ids = collect(model, prompt, max_new_tokens=8, ignore_eos=True)
+    seq = list(prompt)
+    for token in ids:
+        logits, _ = model.forward([seq])
+        assert token == int(np.argmax(logits[0, -1]))
+        seq.append(token)
+
+
+@pytest.mark.parametrize("which", ["model", "gqa_model"])
+def test_left_padded_batch_equals_single_runs(which: str, request: pytest.FixtureRequest) -> None:
+    m: OnnxModel = request.getfixturevalue(which)
+    base = prompt_of(m)
+    prompts = [base, base[:5], base[4:13], [7]]
+    out = m.generate_batch(prompts, max_new_tokens=10, ignore_eos=True).pipe(ops.to_list()).run()
+    for row, prompt in enumerate(prompts):
+        batch_ids = [t for r, t in out if r == row]
+        assert batch_ids == collect(m, prompt, max_new_tokens=10, ignore_eos=True), row
+    # logits of the padded first step equal the unpadded ones
+    width = max(len(p) for p in prompts)
+    ids = np.zeros((len(prompts), width), np.int64)
+    mask = np.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p) :] = p
+        mask[i, width - len(p) :] = 1
+    pos = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    padded = model_forward_plain(m, ids, mask, pos)
+    for i, p in enumerate(prompts):
+        single, _ = m.forward([p])
+        np.testing.assert_allclose(padded[i, -1], single[0, -1], atol=1e-4, rtol=0)
+
+
+def model_forward_plain(m: OnnxModel, ids: np.ndarray, mask: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    logits, _ = m.forward(ids, attention_mask=mask, position_ids=pos)
+    return logits
+
+
+def test_sampling_is_reproducible_with_a_seed(model: OnnxModel) -> None:
+    prompt = prompt_of(model)
+    kw: dict[str, Any] = {"max_new_tokens": 20, "temperature": 1.3, "ignore_eos": True}
+    a = collect(model, prompt, seed=11, **kw)
+    assert a == collect(model, prompt, seed=11, **kw)
+    others = [collect(model, prompt, seed=s, **kw) for s in (12, 13, 14)]
+    assert any(o != a for o in others)
+    greedy = collect(model, prompt, max_new_tokens=20, ignore_eos=True)
+    assert collect(model, prompt, seed=3, top_k=1, **kw) == greedy
+    assert collect(model, prompt, seed=3, top_p=1e-6, **kw) == greedy
+
+
+def test_top_k_restricts_to_best_ids(model: OnnxModel) -> None:
+    prompt = prompt_of(model)
+    logits, _ = model.forward([prompt])
+    best3 = set(np.argsort(-logits[0, -1])[:3].tolist())
+    firsts = {
+        collect(model, prompt, max_new_tokens=1, temperature=5.0, top_k=3, seed=s)[0] for s in range(25)
+    }
+    assert firsts <= best3
+    assert len(firsts) > 1
+
+
+def test_repetition_penalty_changes_greedy_output(model: OnnxModel) -> None:
+    prompt = prompt_of(model)
+    plain = collect(model, prompt, max_new_tokens=20, ignore_eos=True)
+    penalised = collect(model, prompt, max_new_tokens=20, ignore_eos=True, repetition_penalty=5.0)
+    assert plain != penalised
+    assert len(set(penalised)) > len(set(plain))
+
+
+def test_length_finish_and_budget(model: OnnxModel) -> None:
+    rec = FinishRecorder()
+    ids = collect(model, prompt_of(model), max_new_tokens=7, ignore_eos=True, on_finish=rec)
+    assert len(ids) == 7
+    assert rec.finish == Finish(FinishReason.LENGTH)
+    rec0 = FinishRecorder()
+    assert collect(model, prompt_of(model), max_new_tokens=0, on_finish=rec0) == []
+    assert rec0.finish == Finish(FinishReason.LENGTH)
+
+
+def test_stop_token_id_ends_without_emitting_it(model: OnnxModel) -> None:
+    prompt = prompt_of(model)
+    greedy = collect(model, prompt, max_new_tokens=10, ignore_eos=True)
+    target = greedy[3]
+    first = greedy.index(target)
+    rec = FinishRecorder()
+    ids = collect(model, prompt, max_new_tokens=10, ignore_eos=True, stop_token_ids=[target], on_finish=rec)
+    assert ids == greedy[:first]
+    assert rec.finish == Finish(FinishReason.STOP, stop=target)
+
+
+def test_eos_from_generation_config(tiny_dir: Path, tmp_path: Path) -> None:
+    m = OnnxModel.load(tiny_dir)
+    prompt = prompt_of(m)
+    greedy = collect(m, prompt, max_new_tokens=10, ignore_eos=True)
+    copy = Path(shutil.copytree(tiny_dir, tmp_path / "eos"))
+    (copy / "generation_config.json").write_text(json.dumps({"eos_token_id": [greedy[4]]}))
+    m2 = OnnxModel.load(copy)
+    assert greedy[4] in m2.eos_token_ids
+    rec = FinishRecorder()
+    ids = collect(m2, prompt, max_new_tokens=10, on_finish=rec)
+    assert ids == greedy[: greedy.index(greedy[4])]
+    assert rec.finish == Finish(FinishReason.EOS)
+
+
+def _count_steps(m: OnnxModel, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    original = m._graph.step
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return original(*args, **kw)
+
+    monkeypatch.setattr(m._graph, "step", counting)
+    return calls
+
+
+def test_dispose_in_on_next_stops_before_the_next_forward_pass(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = OnnxModel.load(tiny_dir)
+    calls = _count_steps(m, monkeypatch)
+    before = set(threading.enumerate())
+    rec = FinishRecorder()
+    got: list[int] = []
+    done = threading.Event()
+    holder: dict[str, Any] = {}
+
+    def on_next(token: int) -> None:
+        got.append(token)
+        if len(got) == 3:
+            holder["sub"].dispose()
+            done.set()
+
+    holder["sub"] = m.generate(
+        prompt_of(m), max_new_tokens=1000, ignore_eos=True, on_finish=rec, scheduler=NewThreadScheduler()
+    ).subscribe(on_next, on_completed=done.set)
+    assert done.wait(10)
+    deadline = time.monotonic() + 5
+    while (m.active_generations or set(threading.enumerate()) - before) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(got) == 3
+    assert len(calls) == 3  # no forward pass after the deciding token
+    assert rec.reports == [Finish(FinishReason.CANCELLED)]
+    assert m.active_generations == 0
+    assert set(threading.enumerate()) - before == set()
+
+
+def test_dispose_from_another_thread_stops_within_one_token(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = OnnxModel.load(tiny_dir)
+    calls = _count_steps(m, monkeypatch)
+    got: list[int] = []
+    started = threading.Event()
+    completed = threading.Event()
+
+    def on_next(token: int) -> None:
+        got.append(token)
+        if len(got) >= 5:
+            started.set()
+
+    rec = FinishRecorder()
+    sub = m.generate(prompt_of(m), max_new_tokens=100_000, ignore_eos=True, on_finish=rec).subscribe(
+        on_next, on_completed=completed.set, on_error=lambda e: completed.set()
+    )
+    assert started.wait(10)
+    sub.dispose()
+    at_dispose = len(calls)
+    deadline = time.monotonic() + 5
+    while m.active_generations and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert m.active_generations == 0
+    assert len(calls) <= at_dispose + 1
+    assert not completed.is_set()
+    assert rec.finish == Finish(FinishReason.CANCELLED)
+
+
+def test_failure_goes_to_on_error_with_error_finish(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    m = OnnxModel.load(tiny_dir)
+
+    def broken(*args: Any, **kw: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(m._graph, "step", broken)
+    rec = FinishRecorder()
+    errors: list[BaseException] = []
+    done = threading.Event()
+    m.generate([5, 6], on_finish=rec).subscribe(on_error=lambda e: (errors.append(e), done.set()))
+    assert done.wait(5)
+    assert isinstance(errors[0], RuntimeError)
+    assert rec.finish is not None and rec.finish.reason is FinishReason.ERROR
+    assert m.active_generations == 0
+
+
+def test_concurrent_subscriptions_are_independent(model: OnnxModel) -> None:
+    prompt = prompt_of(model)
+    expected = collect(model, prompt, max_new_tokens=15, ignore_eos=True)
+    source = model.generate(prompt, max_new_tokens=15, ignore_eos=True)
+    results: list[list[int]] = [[], [], []]
+    done = [threading.Event() for _ in results]
+    for r, d in zip(results, done, strict=True):
+        source.subscribe(r.append, on_completed=d.set)
+    for d in done:
+        assert d.wait(10)
+    assert results == [expected] * 3
+
+
+def test_bad_arguments_raise_at_once(model: OnnxModel) -> None:
+    with pytest.raises(ValueError, match="temperature"):
+        model.generate([1, 2], temperature=-1)
+    with pytest.raises(ValueError, match="top_p"):
+        model.generate([1, 2], top_p=0)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        model.generate([1, 10**6])
+    with pytest.raises(ValueError, match="empty"):
+        model.generate([])
+    with pytest.raises(TypeError, match="max_new_tokens"):
+        model.generate([1], max_new_tokens=2.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="provider"):
+        OnnxModel.load(model.directory, provider="tpu")  # type: ignore[arg-type]
+
+
+def test_missing_directory_and_files_give_clear_errors(tiny_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        OnnxModel.load(tmp_path / "nope")
+    no_tok = Path(shutil.copytree(tiny_dir, tmp_path / "no_tok"))
+    (no_tok / "tokenizer.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"tokenizer\.json"):
+        OnnxModel.load(no_tok)
+    no_model = Path(shutil.copytree(tiny_dir, tmp_path / "no_model"))
+    (no_model / "model.onnx").unlink()
+    with pytest.raises(FileNotFoundError, match=r"model\.onnx"):
+        OnnxModel.load(no_model)
+    corrupt = Path(shutil.copytree(tiny_dir, tmp_path / "corrupt"))
+    (corrupt / "model.onnx").write_bytes(b"not an onnx file")
+    with pytest.raises(ValueError, match="cannot load"):
+        OnnxModel.load(corrupt)
+    bad_cfg = Path(shutil.copytree(tiny_dir, tmp_path / "bad_cfg"))
+    cfg = json.loads((bad_cfg / "config.json").read_text())
+    cfg["num_hidden_layers"] = 5
+    (bad_cfg / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="num_hidden_layers=5"):
+        OnnxModel.load(bad_cfg)
+
+
+def test_wrong_input_names_give_a_clear_error(tiny_dir: Path, tmp_path: Path) -> None:
+    wrong = Path(shutil.copytree(tiny_dir, tmp_path / "wrong"))
+    node = helper.make_node("Cast", ["tokens"], ["logits"], to=TensorProto.FLOAT)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["b", "s"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["b", "s"])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    (wrong / "model.onnx").write_bytes(model.SerializeToString())
+    with pytest.raises(ValueError, match=r"missing input 'input_ids'.*unexpected input\(s\) \['tokens'\]"):
+        OnnxModel.load(wrong)
+
+
+def test_chat_template_and_encode(model: OnnxModel) -> None:
+    text = model.render_chat([{"role": "user", "content": "Hi"}])
+    assert text == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    ids = model.encode_chat([{"role": "user", "content": "Hi"}])
+    assert ids[0] == model.tokenizer.token_to_id("<|im_start|>")
+    assert model.tokenizer.decode(ids, skip_special_tokens=False) == text
+    with pytest.raises(ValueError, match="role"):
+        model.encode_chat([{"content": "x"}])
+
+
+def test_cpu_provider_is_reported(model: OnnxModel, tiny_dir: Path) -> None:
+    assert model.provider == "cpu"
+    assert OnnxModel.load(tiny_dir, provider="auto").provider in ("cpu", "cuda")
+
+
+HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers() and Path("/dev/nvidiactl").exists()
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the error raised where CUDA cannot start")
+def test_cuda_request_without_gpu_raises(tiny_dir: Path) -> None:
+    with pytest.raises(RuntimeError, match="CUDA"):
+        OnnxModel.load(tiny_dir, provider="cuda")
+
+
+@pytest.mark.skipif(
+    not HAS_CUDA, reason="needs an NVIDIA GPU with the CUDA libraries onnxruntime-gpu expects"
+)
+def test_cuda_generation_matches_cpu(tiny_dir: Path, gqa_dir: Path) -> None:
+    for d in (tiny_dir, gqa_dir):
+        cuda = OnnxModel.load(d, provider="cuda")
+        cpu = OnnxModel.load(d, provider="cpu")
+        assert cuda.provider == "cuda"
+        prompt = prompt_of(cpu)
+        assert collect(cuda, prompt, max_new_tokens=12, ignore_eos=True) == collect(
+            cpu, prompt, max_new_tokens=12, ignore_eos=True
+        )
+
+
+def test_int4_tiny_model_tracks_fp32(tmp_path: Path) -> None:
+    fp32 = OnnxModel.load(build_tiny_model(tmp_path / "f", seed=1))
+    int4 = OnnxModel.load(build_tiny_model(tmp_path / "q", seed=1, quantization="int4"))
+    seq = [prompt_of(fp32)]
+    a, b = fp32.forward(seq)[0].ravel(), int4.forward(seq)[0].ravel()
+    assert not np.array_equal(a, b)
+    assert np.corrcoef(a, b)[0, 1] > 0.9
