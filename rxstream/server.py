@@ -53,10 +53,12 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import reactivex
+from reactivex import abc
 from reactivex import operators as ops
+from reactivex.scheduler import ThreadPoolScheduler
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -123,7 +125,11 @@ class ServerLimits:
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "max_queued" else 1):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or value < (0 if name == "max_queued" else 1)
+            ):
                 raise ValueError(f"ServerLimits: {name} must be a positive int, got {value!r}")
 
 
@@ -178,7 +184,12 @@ class RequestError(Exception):
     """A request that cannot be served: becomes an OpenAI-style error body with ``status``."""
 
     def __init__(
-        self, message: str, *, param: str | None = None, status: int = 400, kind: str = "invalid_request_error"
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        status: int = 400,
+        kind: str = "invalid_request_error",
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -232,7 +243,9 @@ class GenerationRequest:
 _UNSUPPORTED = ("logprobs", "top_logprobs", "echo", "best_of", "suffix", "tools", "functions", "logit_bias")
 
 
-def _number(body: Mapping[str, Any], name: str, default: float, lo: float, hi: float, *, lo_open: bool = False) -> float:
+def _number(
+    body: Mapping[str, Any], name: str, default: float, lo: float, hi: float, *, lo_open: bool = False
+) -> float:
     value = body.get(name)
     if value is None:
         return default
@@ -261,7 +274,9 @@ def _content_text(content: Any, index: int) -> str:
     if isinstance(content, list):
         parts: list[str] = []
         for part in content:
-            if not (isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+            if not (
+                isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)
+            ):
                 raise RequestError(
                     f"messages[{index}].content: only text parts are supported, got {part!r}"[:300],
                     param=f"messages[{index}].content",
@@ -305,7 +320,9 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         if not isinstance(raw, list) or not raw:
             raise RequestError("'messages' must be a non-empty list", param="messages")
         if len(raw) > limits.max_messages:
-            raise RequestError(f"at most {limits.max_messages} messages are allowed, got {len(raw)}", param="messages")
+            raise RequestError(
+                f"at most {limits.max_messages} messages are allowed, got {len(raw)}", param="messages"
+            )
         parsed: list[dict[str, str]] = []
         for i, msg in enumerate(raw):
             if not isinstance(msg, Mapping):
@@ -313,9 +330,15 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
             role = msg.get("role")
             if role not in ("system", "user", "assistant", "developer"):
                 raise RequestError(
-                    f"messages[{i}].role must be system, user or assistant, got {role!r}", param=f"messages[{i}].role"
+                    f"messages[{i}].role must be system, user or assistant, got {role!r}",
+                    param=f"messages[{i}].role",
                 )
-            parsed.append({"role": "system" if role == "developer" else role, "content": _content_text(msg.get("content"), i)})
+            parsed.append(
+                {
+                    "role": "system" if role == "developer" else role,
+                    "content": _content_text(msg.get("content"), i),
+                }
+            )
         if sum(len(m["content"]) for m in parsed) > limits.max_prompt_chars:
             raise RequestError(f"the messages exceed {limits.max_prompt_chars} characters", param="messages")
         messages = tuple(parsed)
@@ -327,17 +350,24 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
             if len(raw) > limits.max_prompt_chars:
                 raise RequestError(f"the prompt exceeds {limits.max_prompt_chars} characters", param="prompt")
             prompt = raw
-        elif isinstance(raw, list) and raw and all(isinstance(i, int) and not isinstance(i, bool) for i in raw):
+        elif (
+            isinstance(raw, list) and raw and all(isinstance(i, int) and not isinstance(i, bool) for i in raw)
+        ):
             if len(raw) > limits.max_prompt_tokens:
                 raise RequestError(f"the prompt exceeds {limits.max_prompt_tokens} tokens", param="prompt")
             prompt_ids = tuple(raw)
         else:
             raise RequestError(
-                "'prompt' must be a string or a non-empty list of token ids (one prompt per request)", param="prompt"
+                "'prompt' must be a string or a non-empty list of token ids (one prompt per request)",
+                param="prompt",
             )
 
-    budget_name = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
-    max_tokens = _int(body, budget_name, min(limits.default_max_tokens, limits.max_tokens), 1, limits.max_tokens)
+    budget_name = (
+        "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
+    )
+    max_tokens = _int(
+        body, budget_name, min(limits.default_max_tokens, limits.max_tokens), 1, limits.max_tokens
+    )
     assert max_tokens is not None
 
     raw_stop = body.get("stop")
@@ -349,20 +379,28 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
     elif isinstance(raw_stop, list):
         stops = raw_stop
     else:
-        raise RequestError(f"'stop' must be a string or a list of strings, got {raw_stop!r}"[:300], param="stop")
+        raise RequestError(
+            f"'stop' must be a string or a list of strings, got {raw_stop!r}"[:300], param="stop"
+        )
     if len(stops) > limits.max_stop:
-        raise RequestError(f"at most {limits.max_stop} stop strings are allowed, got {len(stops)}", param="stop")
+        raise RequestError(
+            f"at most {limits.max_stop} stop strings are allowed, got {len(stops)}", param="stop"
+        )
     for s in stops:
         if not isinstance(s, str) or not s:
             raise RequestError(f"each stop must be a non-empty string, got {s!r}"[:300], param="stop")
         if len(s) > limits.max_stop_chars:
-            raise RequestError(f"a stop string is longer than {limits.max_stop_chars} characters", param="stop")
+            raise RequestError(
+                f"a stop string is longer than {limits.max_stop_chars} characters", param="stop"
+            )
 
     rules: list[tuple[str, str]] = []
     ext = body.get("rxstream")
     if ext is not None:
         if not isinstance(ext, Mapping):
-            raise RequestError("'rxstream' must be an object like {\"replace\": {\"old\": \"new\"}}", param="rxstream")
+            raise RequestError(
+                '\'rxstream\' must be an object like {"replace": {"old": "new"}}', param="rxstream"
+            )
         unknown = set(ext) - {"replace"}
         if unknown:
             raise RequestError(f"unknown 'rxstream' fields: {sorted(unknown)}", param="rxstream")
@@ -374,12 +412,20 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         elif raw_rules is None:
             pairs = []
         else:
-            raise RequestError("'rxstream.replace' must be an object or a list of [old, new] pairs", param="rxstream.replace")
+            raise RequestError(
+                "'rxstream.replace' must be an object or a list of [old, new] pairs", param="rxstream.replace"
+            )
         if len(pairs) > limits.max_replace_rules:
-            raise RequestError(f"at most {limits.max_replace_rules} replace rules are allowed", param="rxstream.replace")
+            raise RequestError(
+                f"at most {limits.max_replace_rules} replace rules are allowed", param="rxstream.replace"
+            )
         for pair in pairs:
-            if not (isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
-                raise RequestError(f"a replace rule must be [old, new] strings, got {pair!r}"[:300], param="rxstream.replace")
+            if not (
+                isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+            ):
+                raise RequestError(
+                    f"a replace rule must be [old, new] strings, got {pair!r}"[:300], param="rxstream.replace"
+                )
             old, new = pair
             if not old:
                 raise RequestError("a replace pattern must be a non-empty string", param="rxstream.replace")
@@ -402,7 +448,7 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         top_p=_number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True),
         top_k=max(0, _int(body, "top_k", 0, -1, 1_000_000) or 0),
         repetition_penalty=_number(body, "repetition_penalty", 1.0, 0.0, 10.0, lo_open=True),
-        seed=_int(body, "seed", None, -(2**63), 2**64 - 1),
+        seed=_int(body, "seed", None, 0, 2**63 - 1),
         stop=tuple(stops),
         replace=tuple(rules),
     )
@@ -420,12 +466,14 @@ def build_text_stream(
     *,
     on_finish: Callable[[Finish], None] | None = None,
     on_token: Callable[[int], None] | None = None,
+    scheduler: abc.SchedulerBase | None = None,
 ) -> reactivex.Observable[str]:
     """The text of one request: ``generate -> detokenize -> stop -> replace``.
 
     ``on_finish`` receives the reports of the model and of ``stop`` (pass a
     :class:`~rxstream.FinishRecorder` to learn why the request ended); ``on_token`` sees each
-    generated id (on the model's worker thread).
+    generated id (on the model's worker thread). ``scheduler`` runs the generation loop (default:
+    the model's own pool).
     """
     from rxstream.operators import detokenize, replace, stop
 
@@ -437,8 +485,8 @@ def build_text_stream(
         top_p=request.top_p,
         repetition_penalty=request.repetition_penalty,
         seed=request.seed,
-        stop_token_ids=list(model.eos_token_ids),
         on_finish=on_finish,
+        scheduler=scheduler,
     )
     if on_token is not None:
         ids = ids.pipe(ops.do_action(on_next=on_token))
@@ -465,6 +513,7 @@ class _State:
     limits: ServerLimits
     stats: ServerStats
     context_length: int | None
+    scheduler: ThreadPoolScheduler
     semaphore: asyncio.Semaphore | None = None
 
     def slots(self) -> asyncio.Semaphore:
@@ -514,7 +563,12 @@ class _Generation:
         try:
             stats._start()
             source = build_text_stream(
-                self.state.model, self.prompt_ids, self.request, on_finish=self.recorder, on_token=self._on_token
+                self.state.model,
+                self.prompt_ids,
+                self.request,
+                on_finish=self.recorder,
+                on_token=self._on_token,
+                scheduler=self.state.scheduler,
             )
             ait = to_async_iterable(source)
             try:
@@ -557,15 +611,24 @@ async def _until_disconnect(receive: Receive, work: Awaitable[Any]) -> tuple[boo
 
 
 def _sse(payload: Mapping[str, Any] | str) -> bytes:
-    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    data = (
+        payload
+        if isinstance(payload, str)
+        else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    )
     return f"data: {data}\n\n".encode()
 
 
 class _EventStreamResponse(Response):
     """Server-sent events from an async iterator of bytes; a disconnect cancels the iterator."""
 
+    media_type = "text/event-stream"
+
     def __init__(self, events: AsyncIterator[bytes]) -> None:
-        super().__init__(media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        # no body: like StreamingResponse, so that no Content-Length header is set
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         self.events = events
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -573,7 +636,9 @@ class _EventStreamResponse(Response):
 
         async def pump() -> None:
             try:
-                await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+                await send(
+                    {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+                )
                 async for chunk in events:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -596,9 +661,12 @@ async def _prompt_ids(state: _State, request: GenerationRequest) -> list[int]:
         assert request.messages is not None
         messages = [dict(m) for m in request.messages]
         try:
-            ids = await asyncio.to_thread(model.encode_chat, messages, add_generation_prompt=True)
+            encoded = await asyncio.to_thread(model.encode_chat, messages, add_generation_prompt=True)
+            ids: list[int] = list(encoded)
         except Exception as exc:
-            raise RequestError(f"the chat template failed on these messages: {exc}", param="messages") from exc
+            raise RequestError(
+                f"the chat template failed on these messages: {exc}", param="messages"
+            ) from exc
     elif request.prompt_ids is not None:
         vocab = model.tokenizer.get_vocab_size(with_added_tokens=True)
         bad = [i for i in request.prompt_ids if not 0 <= i < vocab]
@@ -607,8 +675,7 @@ async def _prompt_ids(state: _State, request: GenerationRequest) -> list[int]:
         ids = list(request.prompt_ids)
     else:
         assert request.prompt is not None
-        encoding = await asyncio.to_thread(model.tokenizer.encode, request.prompt)
-        ids = list(encoding.ids)
+        ids = list(await asyncio.to_thread(model.encode, request.prompt))
     if not ids:
         raise RequestError("the prompt is empty after tokenization", param="prompt")
     limits = state.limits
@@ -619,15 +686,15 @@ async def _prompt_ids(state: _State, request: GenerationRequest) -> list[int]:
         )
     if state.context_length is not None and len(ids) + request.max_tokens > state.context_length:
         raise RequestError(
-            f"the prompt ({len(ids)} tokens) plus max_tokens ({request.max_tokens}) exceeds the model's context "
-            f"of {state.context_length} tokens",
+            f"the prompt ({len(ids)} tokens) plus max_tokens ({request.max_tokens}) exceeds "
+            f"the model's context of {state.context_length} tokens",
             param="max_tokens",
         )
     return ids
 
 
 def _context_length(model: Any) -> int | None:
-    for path in (("config", "max_position_embeddings"), ("context_length",), ("max_position_embeddings",)):
+    for path in (("max_length",), ("config", "max_position_embeddings"), ("context_length",)):
         obj: Any = model
         for name in path:
             obj = getattr(obj, name, None)
@@ -654,14 +721,16 @@ async def _read_json(request: Request, limits: ServerLimits) -> Any:
 def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits | None = None) -> Starlette:
     """The ASGI application serving ``model`` (an :class:`~rxstream.backends.OnnxModel` or alike).
 
-    The model must provide ``tokenizer`` (a ``tokenizers.Tokenizer``), ``eos_token_ids``,
+    The model must provide ``tokenizer`` (a ``tokenizers.Tokenizer``), ``encode(text)``,
     ``encode_chat(messages, add_generation_prompt=True)`` and ``generate(prompt_ids, **sampling)``
-    returning a cold ``Observable[int]`` that generates on a worker thread. ``app.state.stats`` is
+    returning a cold ``Observable[int]`` that generates on the given ``scheduler`` (a pool of
+    ``limits.max_concurrency`` threads owned by the app). ``app.state.stats`` is
     the :class:`ServerStats` of the app.
     """
     limits = limits if limits is not None else ServerLimits()
     stats = ServerStats()
-    state = _State(model, model_name, limits, stats, _context_length(model))
+    scheduler = ThreadPoolScheduler(max_workers=limits.max_concurrency)
+    state = _State(model, model_name, limits, stats, _context_length(model), scheduler)
 
     async def generate_endpoint(request: Request, chat: bool) -> Response:
         try:
@@ -693,7 +762,9 @@ def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits
             choice = {"index": 0, "text": text}
             kind = "text_completion"
         choice.update({"logprobs": None, "finish_reason": reason, "stop_reason": stop_reason})
-        return JSONResponse({**_chunk_base(kind, rid, created, model_name), "choices": [choice], "usage": usage})
+        return JSONResponse(
+            {**_chunk_base(kind, rid, created, model_name), "choices": [choice], "usage": usage}
+        )
 
     async def _collect(gen: _Generation) -> tuple[Exception | None, str]:
         parts: list[str] = []
@@ -709,7 +780,9 @@ def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits
         kind = "chat.completion.chunk" if chat else "text_completion"
         base = _chunk_base(kind, rid, created, model_name)
 
-        def chunk(text: str | None, reason: str | None = None, stop_reason: Any = None, first: bool = False) -> bytes:
+        def chunk(
+            text: str | None, reason: str | None = None, stop_reason: Any = None, first: bool = False
+        ) -> bytes:
             choice: dict[str, Any] = {"index": 0}
             if chat:
                 delta: dict[str, Any] = {"role": "assistant"} if first else {}
@@ -729,7 +802,16 @@ def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits
             async for delta in gen.texts():
                 yield chunk(delta)
         except Exception as exc:
-            yield _sse({"error": {"message": f"generation failed: {exc}", "type": "server_error", "param": None, "code": None}})
+            yield _sse(
+                {
+                    "error": {
+                        "message": f"generation failed: {exc}",
+                        "type": "server_error",
+                        "param": None,
+                        "code": None,
+                    }
+                }
+            )
             return
         reason, stop_reason = _finish_fields(gen.recorder.finish)
         yield chunk(None if chat else "", reason, stop_reason)
@@ -756,11 +838,15 @@ def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits
         return HTMLResponse(page)
 
     async def not_found(request: Request, _exc: Exception) -> Response:
-        return RequestError(f"no route {request.method} {request.url.path}", status=404, kind="not_found").response()
+        return RequestError(
+            f"no route {request.method} {request.url.path}", status=404, kind="not_found"
+        ).response()
 
     async def method_not_allowed(request: Request, _exc: Exception) -> Response:
         return RequestError(
-            f"method {request.method} is not allowed on {request.url.path}", status=405, kind="invalid_request_error"
+            f"method {request.method} is not allowed on {request.url.path}",
+            status=405,
+            kind="invalid_request_error",
         ).response()
 
     routes = [
@@ -791,7 +877,9 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def run_in_thread(app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> Iterator[str]:
+def run_in_thread(
+    app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"
+) -> Iterator[str]:
     """Serve ``app`` with uvicorn on a background thread; yield its base URL (``http://host:port``).
 
     ``port=0`` picks a free port. The server is shut down (and the thread joined) on exit.
@@ -804,7 +892,9 @@ def run_in_thread(app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level
     actual_port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level=log_level, lifespan="off", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="rxstream-uvicorn", daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="rxstream-uvicorn", daemon=True
+    )
     thread.start()
     try:
         deadline = time.monotonic() + 20
@@ -820,13 +910,16 @@ def run_in_thread(app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level
 
 
 def _load_model(model_dir: str | None, provider: str) -> tuple[Any, str]:
-    from rxstream.backends import OnnxModel
-
-    if model_dir is None:
-        return OnnxModel.from_pretrained("smollm2", provider=provider), "smollm2"
     from pathlib import Path
 
-    return OnnxModel.load(model_dir, provider=provider), Path(model_dir).name or "model"
+    from rxstream.backends import OnnxModel
+
+    if provider not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"serve: provider must be auto, cpu or cuda, got {provider!r}")
+    chosen = cast("Literal['auto', 'cpu', 'cuda']", provider)
+    if model_dir is None:
+        return OnnxModel.from_pretrained("smollm2", provider=chosen), "smollm2"
+    return OnnxModel.load(model_dir, provider=chosen), Path(model_dir).name or "model"
 
 
 def serve(
@@ -852,11 +945,21 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``rxstream serve`` options to ``parser``."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
-    parser.add_argument("--model", dest="model_dir", default=None, help="model directory (default: the default model)")
-    parser.add_argument("--provider", default="auto", help="onnxruntime provider: auto, cpu, cuda (default auto)")
-    parser.add_argument("--model-name", default=None, help="the model id clients see (default: the directory name)")
-    parser.add_argument("--max-concurrency", type=int, default=4, help="generations running at once (default 4)")
-    parser.add_argument("--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for")
+    parser.add_argument(
+        "--model", dest="model_dir", default=None, help="model directory (default: the default model)"
+    )
+    parser.add_argument(
+        "--provider", default="auto", help="onnxruntime provider: auto, cpu, cuda (default auto)"
+    )
+    parser.add_argument(
+        "--model-name", default=None, help="the model id clients see (default: the directory name)"
+    )
+    parser.add_argument(
+        "--max-concurrency", type=int, default=4, help="generations running at once (default 4)"
+    )
+    parser.add_argument(
+        "--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for"
+    )
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
 
