@@ -17,23 +17,29 @@ __all__ = ["Aligner"]
 class Aligner:
     """Queue of ``(end position, ids, logprobs)`` for the input pieces not yet handed out."""
 
-    __slots__ = ("_pending", "_pos")
+    __slots__ = ("_logprobs", "_pending", "_pos")
 
     def __init__(self) -> None:
         self._pending: deque[tuple[int, tuple[int, ...], tuple[float, ...] | None]] = deque()
         self._pos = 0
+        self._logprobs = True  # False once a piece with ids comes without logprobs
 
     def add(self, piece: Piece) -> None:
         """Record an input piece (its text is fed to the operator right after)."""
         self._pos += len(piece.text)
         if piece.ids:
             self._pending.append((self._pos, piece.ids, piece.logprobs))
+            if piece.logprobs is None:
+                self._logprobs = False
 
     def take(self, upto: int) -> tuple[tuple[int, ...], tuple[float, ...] | None]:
-        """The ids (and logprobs) of the pieces whose text ends at or before ``upto``."""
+        """The ids (and logprobs) of the pieces whose text ends at or before ``upto``.
+
+        Logprobs are None when the stream carries none (``()`` when it does but no id is due).
+        """
         pending = self._pending
         if not pending or pending[0][0] > upto:
-            return (), None
+            return (), (() if self._logprobs else None)
         ids: list[int] = []
         lps: list[float] | None = []
         while pending and pending[0][0] <= upto:

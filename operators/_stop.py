@@ -122,5 +122,9 @@ class _StopSink(OperatorSink[Any, Any]):
     def _stopped(self) -> None:
         dropped: tuple[int, ...] = ()
         if self.aligner is not None:
+            # ids whose (empty) text lies before the cut still belong to the output
+            ids, logprobs = self.aligner.take(self.matcher.emitted)
+            if ids:
+                self.observer.on_next(Piece("", ids, logprobs))
             dropped = self.aligner.rest()[0]
         self.end(Finish(FinishReason.STOP, stop=self.matcher.stop_string, dropped=dropped))

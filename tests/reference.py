@@ -35,8 +35,8 @@ def is_open(rest: str, patterns: Sequence[str]) -> bool:
     return bool(rest) and any(len(p) > len(rest) and p.startswith(rest) for p in patterns)
 
 
-def replace_emitted(text: str, rules: Sequence[tuple[str, str]]) -> str:
-    """What replace must have emitted after seeing ``text`` (SEMANTICS §2 earliest emission)."""
+def replace_resolved(text: str, rules: Sequence[tuple[str, str]]) -> int:
+    """c of SEMANTICS §2: the first open position the batch scan of ``text`` visits."""
     table = first_rules(rules)
     i = 0
     while i < len(text):
@@ -44,7 +44,12 @@ def replace_emitted(text: str, rules: Sequence[tuple[str, str]]) -> str:
             break
         found = [p for p in table if text.startswith(p, i)]
         i += len(max(found, key=len)) if found else 1
-    return batch_replace(text[: min(i, len(text))], rules)
+    return min(i, len(text))
+
+
+def replace_emitted(text: str, rules: Sequence[tuple[str, str]]) -> str:
+    """What replace must have emitted after seeing ``text`` (SEMANTICS §2 earliest emission)."""
+    return batch_replace(text[: replace_resolved(text, rules)], rules)
 
 
 def batch_stop(text: str, stops: Sequence[str], include_stop: bool = False) -> tuple[str, str | None]:
