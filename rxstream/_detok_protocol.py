@@ -78,8 +78,13 @@ class HFTokenizerAdapter:
         return self._size
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool) -> str:
-        """``tokenizer.decode``."""
-        return str(self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens))
+        """``tokenizer.decode`` (a panic inside the Rust library becomes a RuntimeError)."""
+        try:
+            return str(self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens))
+        except (KeyboardInterrupt, SystemExit, GeneratorExit, Exception):
+            raise
+        except BaseException as exc:  # pyo3's PanicException derives from BaseException
+            raise RuntimeError(f"detokenize: the tokenizer failed to decode {list(ids)!r}: {exc}") from exc
 
     def decode_table(self, skip_special_tokens: bool) -> DecodeTable | None:
         """Built from the decoder configuration on first use, then cached."""

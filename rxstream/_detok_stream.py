@@ -95,6 +95,7 @@ class _TableEngine:
         "_held",
         "_later",
         "_n",
+        "_prompt_tail",
         "_simple",
         "_skipped",
         "_strip_char",
@@ -113,6 +114,17 @@ class _TableEngine:
         self._held = b""
         self._first = table.first is not None
         self._simple = not (self._first or self._strip_left)
+        self._prompt_tail = False
+
+    def seed(self, prompt_ids: Sequence[int]) -> None:
+        """Run the prompt through the engine without emitting its text.
+
+        An incomplete character at the end of the prompt stays held: when the generation completes
+        it, the whole character is emitted; when it turns out invalid, the U+FFFD that stands for
+        the prompt's bytes belongs to the prompt and is not emitted.
+        """
+        self.push_many(prompt_ids)
+        self._prompt_tail = bool(self._held)
 
     def push_one(self, i: int) -> str:
         """Text completed by one id."""
@@ -159,6 +171,11 @@ class _TableEngine:
         else:
             self._held = b""
         text = b.decode("utf-8", "replace")
+        if self._prompt_tail and cut > 0:
+            # The prompt's incomplete tail is resolved: a character, or one U+FFFD (dropped).
+            self._prompt_tail = False
+            if text[:1] == _REPLACEMENT:
+                text = text[1:]
         if self._strip_left and text:
             text = self._strip(text)
         self._simple = not (self._held or self._first or self._strip_left)
@@ -180,6 +197,9 @@ class _TableEngine:
             return ""
         text = self._held.decode("utf-8", "replace")
         self._held = b""
+        if self._prompt_tail:  # only the prompt's own incomplete tail was held
+            self._prompt_tail = False
+            text = text[1:]
         if self._strip_left and text:
             text = self._strip(text)
         self._simple = not (self._first or self._strip_left)
@@ -207,14 +227,17 @@ class _WindowEngine:
             if not (0 <= i < self._n):
                 raise out_of_vocab(i, self._n)
         self._ctx = list(prompt_ids[-self._window :])
-        self._done = self._tok.decode(self._ctx, self._skip).rstrip(_REPLACEMENT)
+        self._done = self._decode(self._ctx).rstrip(_REPLACEMENT)
+
+    def _decode(self, ids: list[int]) -> str:
+        return self._tok.decode(ids, self._skip) if ids else ""
 
     def push_one(self, i: int) -> str:
         """Text completed by one id."""
         if not (0 <= i < self._n):
             raise out_of_vocab(i, self._n)
         self._pend.append(i)
-        full = self._tok.decode(self._ctx + self._pend, self._skip)
+        full = self._decode(self._ctx + self._pend)
         at_cap = len(self._pend) >= self._cap
         done = self._done
         if full.startswith(done):
@@ -241,15 +264,12 @@ class _WindowEngine:
         self._ctx = ids[-self._window :]
         self._pend = []
         held = len(full) - emitted
-        text = self._tok.decode(self._ctx, self._skip) if len(self._ctx) < len(ids) else full
+        text = self._decode(self._ctx) if len(self._ctx) < len(ids) else full
         self._done = text[: len(text) - held] if held else text
 
     def finish(self) -> str:
         """Emit whatever the pending ids still hold."""
-        if not self._pend:
-            full = self._tok.decode(self._ctx, self._skip)
-        else:
-            full = self._tok.decode(self._ctx + self._pend, self._skip)
+        full = self._decode(self._ctx + self._pend)
         done = self._done
         start = len(done) if full.startswith(done) else len(commonprefix([full, done]))
         out = full[start:]
@@ -300,7 +320,7 @@ class StreamDetokenizer:
         if table is not None:
             engine = _TableEngine(table)
             if prompt_ids:
-                engine.push_many(prompt_ids)
+                engine.seed(prompt_ids)
         else:
             engine = _WindowEngine(tok, skip_special_tokens, window, cap)
             if prompt_ids:

@@ -1,0 +1,241 @@
+"""StreamDetokenizer: exactness per tokenizer family, UTF-8 holding rules, errors, adapters, fallback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tokenizers import Tokenizer, decoders
+
+from rxstream import StreamDetokenizer, TokenizerProtocol
+from rxstream._detok_protocol import HFTokenizerAdapter, as_detok_tokenizer
+from rxstream._detok_stream import incomplete_utf8_start
+
+from . import tokenizer_factory as tf
+
+SAMPLES = [
+    "Hello  world",
+    " leading space and trailing ",
+    "def f(x):\n    return x ** 2  # 😀\n",
+    "naïve café — 日本語のテキスト, 中文 and 한국어",
+    "family 👨\u200d👩\u200d👧\u200d👦 flag 🇩🇪🇫🇷 thumbs 👍🏽👋🏿 done",
+    "e\u0301 a\u0308 o\u0303\u0304 Z\u0335\u0321\u031b combining",
+    "text <|im_end|> more <|endoftext|> <tool>call</tool> ünïcödé",
+    "<s> llama <s>bos</s> and [CLS] bert [SEP] . don't ! , 's",
+    "\u2581 lone metaspace char and <0x41> literal",
+    "",
+    "   ",
+    "😀",
+]
+
+
+def stream(det: StreamDetokenizer, ids: list[int]) -> list[str]:
+    """Push ids one by one; return every non-empty delta including the flush."""
+    out = [det.push(i) for i in ids]
+    out.append(det.finish())
+    return [d for d in out if d]
+
+
+@pytest.mark.parametrize("name", ["bytelevel", "llama", "metaspace", "unigram", "wordpiece"])
+@pytest.mark.parametrize("skip", [True, False])
+def test_exact_on_samples(name: str, skip: bool) -> None:
+    tok = tf.all_tokenizers()[name]
+    for text in SAMPLES:
+        ids = tok.encode(text).ids
+        det = StreamDetokenizer(tok, skip_special_tokens=skip)
+        assert det.exact, f"{name} should use the exact table path"
+        deltas = stream(det, ids)
+        expected = tok.decode(ids, skip_special_tokens=skip)
+        assert "".join(deltas) == expected, (name, text)
+        if "\ufffd" not in expected:
+            assert all("\ufffd" not in d for d in deltas)
+
+
+@pytest.mark.parametrize("name", ["bytelevel", "llama", "metaspace", "unigram", "wordpiece"])
+def test_several_ids_per_push_same_text(name: str) -> None:
+    tok = tf.all_tokenizers()[name]
+    ids = tok.encode(SAMPLES[4] + SAMPLES[3]).ids
+    one = StreamDetokenizer(tok)
+    many = StreamDetokenizer(tok)
+    a = "".join(one.push(i) for i in ids) + one.finish()
+    b = many.push(ids[:3]) + many.push(ids[3:7]) + many.push([]) + many.push(ids[7:]) + many.finish()
+    assert a == b == tok.decode(ids)
+
+
+def _valid_prefix_tail(b: bytes) -> bool:
+    """Brute force: can ``b`` still become valid UTF-8 by appending bytes?"""
+    for extra in (b"\x80", b"\x80\x80", b"\x80\x80\x80", b"\xa0", b"\xa0\x80", b"\x90", b"\x90\x80\x80",
+                  b"\x8f", b"\x8f\x80", b"\x8f\x80\x80", b"\x9f", b"\x9f\x80", b"\xbf\x80", b"\xbf\x80\x80"):
+        try:
+            (b + extra).decode("utf-8")
+            return True
+        except UnicodeDecodeError:
+            continue
+    return False
+
+
+def test_incomplete_utf8_start_matches_brute_force() -> None:
+    # every 1..3 byte tail over lead/continuation/ascii bytes
+    interesting = [0x41, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC2, 0xDF, 0xE0, 0xE4, 0xED, 0xEF,
+                   0xF0, 0xF4, 0xF5, 0xFF]
+    tails: list[bytes] = [bytes([a]) for a in interesting]
+    tails += [bytes([a, b]) for a in interesting for b in interesting]
+    tails += [bytes([a, b, c]) for a in interesting[7:] for b in interesting[:7] for c in interesting[:7]]
+    for tail in tails:
+        cut = incomplete_utf8_start(tail)
+        assert len(tail) - cut <= 3
+        held = tail[cut:]
+        if held:
+            assert _valid_prefix_tail(held), tail.hex()
+        # nothing complete-able is emitted early: the longest completable suffix is held
+        for k in range(1, len(tail) + 1):
+            suffix = tail[-k:]
+            if suffix[0] >= 0xC0 and _valid_prefix_tail(suffix) and not _complete(suffix):
+                assert len(held) >= k, tail.hex()
+
+
+def _complete(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def test_impossible_bytes_are_emitted_at_once() -> None:
+    tok = tf.byte_tokenizer()
+    det = StreamDetokenizer(tok)
+    assert det.push(0xE4) == ""  # could still become 中
+    assert det.push(0xB8) == ""
+    assert det.push(0x41) == "\ufffdA"  # E4 B8 can no longer complete
+    assert det.push(0xED) == ""
+    assert det.push(0xA0) == "\ufffd\ufffd"  # ED A0 starts a surrogate: never valid
+    assert det.push(0xFF) == "\ufffd"
+    assert det.push(0xF0) == ""
+    assert det.push(0x9F) == ""
+    assert det.push(0x98) == ""
+    assert det.push(0x80) == "😀"
+    assert det.push(0xC3) == ""
+    assert det.finish() == "\ufffd"
+
+
+def test_prompt_context_and_split_character() -> None:
+    tok = tf.byte_tokenizer()
+    prompt = list("héllo ".encode()) + [0xF0, 0x9F]  # the prompt ends in the middle of 😀
+    det = StreamDetokenizer(tok, prompt_ids=prompt)
+    assert det.push(0x98) == ""
+    assert det.push([0x80, 0x21]) == "😀!"
+    assert det.finish() == ""
+    # the prompt's broken tail is the prompt's: its U+FFFD is not emitted
+    det = StreamDetokenizer(tok, prompt_ids=prompt)
+    assert det.push(0x41) == "A"
+    det = StreamDetokenizer(tok, prompt_ids=prompt)
+    assert det.finish() == ""
+
+
+def test_prompt_spacing_llama_and_wordpiece() -> None:
+    for tok in (tf.llama(), tf.metaspace(), tf.unigram(), tf.wordpiece()):
+        ids = tok.encode("The quick brown fox jumps").ids
+        for k in range(1, len(ids)):
+            det = StreamDetokenizer(tok, prompt_ids=ids[:k])
+            out = "".join(det.push(i) for i in ids[k:]) + det.finish()
+            full, pre = tok.decode(ids), tok.decode(ids[:k])
+            assert full.startswith(pre)
+            assert out == full[len(pre) :]
+
+
+def test_out_of_vocab_and_bad_args() -> None:
+    tok = tf.bytelevel()
+    det = StreamDetokenizer(tok)
+    size = as_detok_tokenizer(tok).vocab_size
+    with pytest.raises(ValueError, match=rf"token id {size} is outside the vocabulary \(size {size}\)"):
+        det.push(size)
+    with pytest.raises(ValueError, match="token id -1"):
+        det.push(-1)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        StreamDetokenizer(tok, prompt_ids=[1, 10**9])
+    with pytest.raises(TypeError, match="unsupported tokenizer.*tokenizers.Tokenizer.*tiktoken"):
+        StreamDetokenizer(object())
+    with pytest.raises(ValueError, match="window"):
+        StreamDetokenizer(tok, window=0)
+
+
+def test_transformers_style_backend_tokenizer() -> None:
+    class FastTokenizerLike:
+        def __init__(self, backend: Tokenizer) -> None:
+            self.backend_tokenizer = backend
+
+    tok = tf.llama()
+    det = StreamDetokenizer(FastTokenizerLike(tok))
+    ids = tok.encode(SAMPLES[3]).ids
+    assert "".join(stream(det, ids)) == tok.decode(ids)
+
+
+def test_adapter_cache_and_staleness() -> None:
+    tok = Tokenizer.from_str(tf.bytelevel().to_str())
+    a = as_detok_tokenizer(tok)
+    assert as_detok_tokenizer(tok) is a
+    assert isinstance(a, HFTokenizerAdapter)
+    tok.add_tokens(["<new-token>"])
+    b = as_detok_tokenizer(tok)
+    assert b is not a and b.vocab_size == a.vocab_size + 1
+    new_id = tok.token_to_id("<new-token>")
+    det = StreamDetokenizer(tok)
+    assert det.push(new_id) == "<new-token>"
+
+
+def _windowed_tokenizer() -> Tokenizer:
+    """ByteLevel BPE whose decoder also strips a trailing space: no exact table exists."""
+    tok = Tokenizer.from_str(tf.bytelevel().to_str())
+    tok.decoder = decoders.Sequence([decoders.ByteLevel(), decoders.Strip(" ", 0, 1)])
+    return tok
+
+
+def test_windowed_fallback_on_unsupported_decoder() -> None:
+    tok = _windowed_tokenizer()
+    for text in SAMPLES:
+        ids = tok.encode(text).ids
+        if not ids:
+            continue  # this decoder panics on an empty id list (a tokenizers bug)
+        det = StreamDetokenizer(tok)
+        assert not det.exact
+        deltas = stream(det, ids)
+        expected = tok.decode(ids)
+        # a trailing-strip decoder cannot be streamed exactly: everything but trailing spaces is
+        assert "".join(deltas).rstrip(" ") == expected.rstrip(" "), text
+        if "\ufffd" not in expected:
+            assert all("\ufffd" not in d for d in deltas)
+
+
+def test_windowed_fallback_prompt_and_bounded_memory() -> None:
+    tok = _windowed_tokenizer()
+    text = "abc 日本語 😀 " * 200
+    ids = tok.encode(text).ids
+    det = StreamDetokenizer(tok, prompt_ids=ids[:5], window=4, cap=6)
+    out = "".join(det.push(i) for i in ids[5:]) + det.finish()
+    full, pre = tok.decode(ids), tok.decode(ids[:5])
+    assert pre.endswith("\ufffd")  # the prompt ends inside a character: it is emitted when complete
+    stable = pre.rstrip("\ufffd")
+    assert out.rstrip() == full[len(stable) :].rstrip()
+    engine: Any = det.push_one.__self__
+    assert len(engine._ctx) <= 4 and len(engine._pend) <= 6
+
+
+class _CustomTokenizer:
+    """A user tokenizer implementing the protocol with no table: ids are code points + 1."""
+
+    vocab_size = 0x110000
+
+    def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
+        return "".join(chr(i - 1) for i in ids if i > 0 or not skip_special_tokens)
+
+    def decode_table(self, skip_special_tokens: bool) -> None:
+        return None
+
+
+def test_custom_protocol_tokenizer() -> None:
+    custom = _CustomTokenizer()
+    assert isinstance(custom, TokenizerProtocol)
+    det = StreamDetokenizer(custom)
+    ids = [ord(c) + 1 for c in "héllo 😀"]
+    assert "".join(stream(det, ids)) == "héllo 😀"

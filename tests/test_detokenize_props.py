@@ -1,0 +1,227 @@
+"""Properties of StreamDetokenizer (SEMANTICS §4), checked with hypothesis on real tokenizers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+
+from rxstream import StreamDetokenizer
+
+from . import tokenizer_factory as tf
+
+FAMILIES = ("bytelevel", "llama", "metaspace", "unigram", "wordpiece")
+SPECIALS = {
+    "bytelevel": [*tf.BYTELEVEL_SPECIAL, *tf.BYTELEVEL_ADDED],
+    "llama": ["<s>", "</s>", "<unk>"],
+    "metaspace": ["<s>", "</s>"],
+    "unigram": ["</s>", "<pad>"],
+    "wordpiece": ["[CLS]", "[SEP]", "[MASK]"],
+}
+EMOJI = ["👨\u200d👩\u200d👧\u200d👦", "🧑🏾\u200d💻", "🏳️\u200d🌈", "🇩🇪", "🇯🇵🇰🇷", "👍🏽", "👋🏿", "❤️", "😀", "🫠", "🦀"]
+
+settings.register_profile("detok", max_examples=80, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings.get_profile("detok")
+
+_words = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCXYZ0123456789 .,!?'\n\t-_()", max_size=12)
+_cjk = st.text(alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x4FFF), min_size=1, max_size=4)
+_hangul = st.text(alphabet=st.characters(min_codepoint=0xAC00, max_codepoint=0xAC40), min_size=1, max_size=3)
+_combining = st.builds(
+    lambda base, marks: base + marks,
+    st.sampled_from("aeiouzAZ"),
+    st.text(alphabet=st.characters(min_codepoint=0x300, max_codepoint=0x36F), min_size=1, max_size=3),
+)
+_any = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\ufffd"), max_size=4)
+
+
+def texts(family: str) -> st.SearchStrategy[str]:
+    """Random text: words, emoji sequences, CJK, combining marks, special tokens, anything."""
+    fragment = st.one_of(
+        _words, _words, _cjk, _hangul, _combining, st.sampled_from(EMOJI),
+        st.sampled_from(SPECIALS[family]), _any,
+    )
+    return st.lists(fragment, max_size=12).map("".join)
+
+
+def chunked(ids: Sequence[int], sizes: Sequence[int]) -> list[list[int]]:
+    """Cut ``ids`` into consecutive chunks of the given sizes (cycled; 0 gives an empty chunk)."""
+    out: list[list[int]] = []
+    k = 0
+    j = 0
+    while k < len(ids):
+        n = sizes[j % len(sizes)] if sizes else 1
+        j += 1
+        out.append(list(ids[k : k + n]))
+        k += n
+        if j > 10 * len(ids) + 10:
+            out.append(list(ids[k:]))
+            break
+    return out
+
+
+def run(tok: Tokenizer, items: Sequence[Sequence[int]], skip: bool,
+        prompt: Sequence[int] | None = None) -> list[str]:
+    det = StreamDetokenizer(tok, skip_special_tokens=skip, prompt_ids=prompt)
+    out = [det.push(item) for item in items]
+    out.append(det.finish())
+    return out
+
+
+def byte_ids(tok: Tokenizer, text: str) -> list[int]:
+    """The byte-fallback token ids of ``text``'s UTF-8 bytes."""
+    out = []
+    for b in text.encode("utf-8"):
+        i = tok.token_to_id(f"<0x{b:02X}>")
+        assert i is not None
+        out.append(i)
+    return out
+
+
+def _check_exact(tok: Tokenizer, ids: list[int], sizes: list[int], skip: bool) -> None:
+    deltas = run(tok, chunked(ids, sizes), skip)
+    expected = tok.decode(ids, skip_special_tokens=skip)
+    assert "".join(deltas) == expected
+    if "\ufffd" not in expected:
+        assert not any("\ufffd" in d for d in deltas), deltas
+
+
+def _exact_property(family: str) -> None:
+    tok = tf.all_tokenizers()[family]
+
+    @SETTINGS
+    @given(text=texts(family), sizes=st.lists(st.integers(0, 4), max_size=6), skip=st.booleans())
+    def prop(text: str, sizes: list[int], skip: bool) -> None:
+        _check_exact(tok, tok.encode(text).ids, sizes, skip)
+
+    prop()
+
+
+def test_exact_bytelevel() -> None:
+    _exact_property("bytelevel")
+
+
+def test_exact_llama() -> None:
+    _exact_property("llama")
+
+
+def test_exact_metaspace() -> None:
+    _exact_property("metaspace")
+
+
+def test_exact_unigram() -> None:
+    _exact_property("unigram")
+
+
+def test_exact_wordpiece() -> None:
+    _exact_property("wordpiece")
+
+
+@SETTINGS
+@given(
+    parts=st.lists(st.tuples(texts("llama"), st.booleans()), min_size=1, max_size=6),
+    sizes=st.lists(st.integers(0, 4), max_size=6),
+    skip=st.booleans(),
+)
+def test_random_byte_fallback_runs(parts: list[tuple[str, bool]], sizes: list[int], skip: bool) -> None:
+    """Text mixed with runs of byte-fallback tokens (valid UTF-8 as a whole)."""
+    for family in ("llama", "metaspace"):
+        tok = tf.all_tokenizers()[family]
+        ids: list[int] = []
+        for text, as_bytes in parts:
+            ids += byte_ids(tok, text) if as_bytes else tok.encode(text).ids
+        _check_exact(tok, ids, sizes, skip)
+
+
+@SETTINGS
+@given(data=st.data(), sizes=st.lists(st.integers(1, 4), max_size=6))
+def test_bytelevel_arbitrary_ids_even_invalid_utf8(data: st.DataObject, sizes: list[int]) -> None:
+    """ByteLevel decodes bytes lossily like Python: equal to decode() even for invalid UTF-8."""
+    tok = tf.bytelevel()
+    n = tok.get_vocab_size(with_added_tokens=True)
+    ids = data.draw(st.lists(st.integers(0, n - 1), max_size=30))
+    skip = data.draw(st.booleans())
+    deltas = run(tok, chunked(ids, sizes), skip)
+    assert "".join(deltas) == tok.decode(ids, skip_special_tokens=skip)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_random_ids_all_families(data: st.DataObject) -> None:
+    """Any id sequence: exact whenever its bytes are valid UTF-8 (decode shows no U+FFFD)."""
+    for family, tok in tf.all_tokenizers().items():
+        n = tok.get_vocab_size(with_added_tokens=True)
+        ids = data.draw(st.lists(st.integers(0, n - 1), max_size=20), label=family)
+        expected = tok.decode(ids)
+        deltas = run(tok, [[i] for i in ids], True)
+        if "\ufffd" not in expected:
+            assert "".join(deltas) == expected, family
+
+
+def _emitted_by_prompt(tok: Tokenizer, ids: list[int], k: int, skip: bool) -> str:
+    """The text of the prompt ``ids[:k]`` up to its last complete character.
+
+    When the prompt ends inside a character, ``decode(prompt)`` shows U+FFFD for the incomplete
+    bytes (ByteFallback even turns its whole byte run into U+FFFD), so the reference is the decode
+    of the longest prompt prefix (at most 3 ids shorter) whose text is a prefix of the full text.
+    The generation then emits the completed character whole.
+    """
+    full = tok.decode(ids, skip_special_tokens=skip)
+    j = k
+    while j > 0:
+        pre = tok.decode(ids[:j], skip_special_tokens=skip)
+        if full.startswith(pre):
+            break
+        j -= 1
+    assert k - j <= 3, "a character split over more than 4 byte tokens?"
+    return tok.decode(ids[:j], skip_special_tokens=skip) if j else ""
+
+
+def _prompt_property(family: str) -> None:
+    tok = tf.all_tokenizers()[family]
+
+    @SETTINGS
+    @given(text=texts(family), data=st.data(), skip=st.booleans())
+    def prop(text: str, data: st.DataObject, skip: bool) -> None:
+        ids = tok.encode(text).ids
+        k = data.draw(st.integers(0, len(ids)), label="split")
+        prompt, gen = ids[:k], ids[k:]
+        out = "".join(run(tok, [[i] for i in gen], skip, prompt))
+        full = tok.decode(ids, skip_special_tokens=skip)
+        assert out == full[len(_emitted_by_prompt(tok, ids, k, skip)) :]
+
+    prop()
+
+
+def test_prompt_bytelevel() -> None:
+    _prompt_property("bytelevel")
+
+
+def test_prompt_llama() -> None:
+    _prompt_property("llama")
+
+
+def test_prompt_metaspace() -> None:
+    _prompt_property("metaspace")
+
+
+def test_prompt_wordpiece() -> None:
+    _prompt_property("wordpiece")
+
+
+@SETTINGS
+@given(data=st.data())
+def test_prompt_split_byte_fallback(data: st.DataObject) -> None:
+    """A character split across the prompt/generation boundary in byte-fallback tokens."""
+    tok = tf.llama()
+    before = data.draw(texts("llama"), label="before")
+    char = data.draw(st.sampled_from([*EMOJI, "中", "é", "한"]), label="char")
+    after = data.draw(texts("llama"), label="after")
+    cbytes = byte_ids(tok, char)
+    cut = data.draw(st.integers(1, len(cbytes)), label="cut")
+    ids = tok.encode(before).ids + cbytes + tok.encode(after).ids
+    k = len(tok.encode(before).ids) + cut
+    out = "".join(run(tok, [[i] for i in ids[k:]], True, ids[:k]))
+    assert out == tok.decode(ids)[len(_emitted_by_prompt(tok, ids, k, True)) :]
