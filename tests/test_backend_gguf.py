@@ -1,4 +1,4 @@
-"""GGUF reading and conversion: dequantization, the RoPE row permutation, tokenizer and an end-to-end convert."""
+"""GGUF reading and conversion: dequantization, RoPE row permutation, tokenizer, end-to-end convert."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import quants
-
 from rxstream.backends import OnnxModel
 from rxstream.backends._config import DecoderConfig
 from rxstream.backends._export import write_model_dir
