@@ -145,6 +145,7 @@ class ServerStats:
             reason reported for the request: a stop string reports ``stop`` even though it then
             cancels the model, a disconnect reports ``cancelled``).
         generated_tokens: token ids generated, all requests together.
+        peak_active: the most generations that ran at once.
     """
 
     active: int = 0
@@ -152,12 +153,14 @@ class ServerStats:
     started: int = 0
     finished: Counter[str] = field(default_factory=Counter)
     generated_tokens: int = 0
+    peak_active: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _start(self) -> None:
         with self._lock:
             self.active += 1
             self.started += 1
+            self.peak_active = max(self.peak_active, self.active)
 
     def _end(self, reason: FinishReason) -> None:
         with self._lock:
@@ -177,6 +180,7 @@ class ServerStats:
                 "started": self.started,
                 "finished": dict(self.finished),
                 "generated_tokens": self.generated_tokens,
+                "peak_active": self.peak_active,
             }
 
 
@@ -531,11 +535,9 @@ class _Generation:
         self.prompt_ids = prompt_ids
         self.recorder = FinishRecorder()
         self.tokens = 0
+        self.error: Exception | None = None
         self._ended = False
         self._lock = threading.Lock()
-
-    def _on_model_finish(self, finish: Finish) -> None:
-        self.recorder(finish)
 
     def _on_token(self, _id: int) -> None:
         self.tokens += 1
@@ -546,7 +548,11 @@ class _Generation:
                 return
             self._ended = True
         finish = self.recorder.finish
-        self.state.stats._end(finish.reason if finish is not None else FinishReason.CANCELLED)
+        if self.error is not None:
+            reason = FinishReason.ERROR
+        else:
+            reason = finish.reason if finish is not None else FinishReason.CANCELLED
+        self.state.stats._end(reason)
         self.state.stats._tokens(self.tokens)
 
     async def texts(self) -> AsyncIterator[str]:
@@ -562,20 +568,25 @@ class _Generation:
                 stats.waiting -= 1
         try:
             stats._start()
-            source = build_text_stream(
-                self.state.model,
-                self.prompt_ids,
-                self.request,
-                on_finish=self.recorder,
-                on_token=self._on_token,
-                scheduler=self.state.scheduler,
-            )
-            ait = to_async_iterable(source)
+            ait: AsyncIterator[str] | None = None
             try:
+                source = build_text_stream(
+                    self.state.model,
+                    self.prompt_ids,
+                    self.request,
+                    on_finish=self.recorder,
+                    on_token=self._on_token,
+                    scheduler=self.state.scheduler,
+                )
+                ait = to_async_iterable(source)
                 async for delta in ait:
                     yield delta
+            except Exception as exc:
+                self.error = exc
+                raise
             finally:
-                await ait.aclose()  # type: ignore[attr-defined]
+                if ait is not None:
+                    await ait.aclose()  # type: ignore[attr-defined]
                 self._end()
         finally:
             slots.release()

@@ -1,0 +1,404 @@
+"""End-to-end tests of ``rxstream serve``: uvicorn on a real socket, the tiny ONNX model, real clients."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import reactivex
+from reactivex import operators as ops
+from rxstream.backends import OnnxModel, build_tiny_model
+from rxstream.backends.openai import OpenAIBackend
+from rxstream.operators import detokenize, replace, stop
+
+from rxstream import Finish, FinishReason, FinishRecorder
+from rxstream.server import ServerLimits, create_app, run_in_thread
+
+MAX_CONCURRENCY = 3
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> OnnxModel:
+    return OnnxModel.load(build_tiny_model(tmp_path_factory.mktemp("tiny")), provider="cpu")
+
+
+@pytest.fixture(scope="module")
+def server(model: OnnxModel) -> Iterator[tuple[str, Any]]:
+    app = create_app(model, model_name="tiny", limits=ServerLimits(max_concurrency=MAX_CONCURRENCY))
+    with run_in_thread(app) as url:
+        yield url, app
+
+
+class SlowModel:
+    """The tiny model with a pause after each token (on the worker thread), optionally failing.
+
+    EOS is ignored so a generation runs until its budget or until it is cancelled.
+    """
+
+    def __init__(self, inner: OnnxModel, delay: float, fail_after: int | None = None) -> None:
+        self.inner = inner
+        self.delay = delay
+        self.fail_after = fail_after
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def generate(self, prompt_ids: list[int], **kw: Any) -> reactivex.Observable[int]:
+        count = 0
+
+        def pause(_token: int) -> None:
+            nonlocal count
+            count += 1
+            if self.fail_after is not None and count > self.fail_after:
+                raise RuntimeError("the accelerator caught fire")
+            time.sleep(self.delay)
+
+        return self.inner.generate(prompt_ids, ignore_eos=True, **kw).pipe(ops.do_action(on_next=pause))
+
+
+SAMPLING: dict[str, Any] = {"temperature": 1.0, "seed": 1234}
+"""Seeded sampling: deterministic, and more varied text from the random model than greedy decoding."""
+
+
+def generated_ids(model: OnnxModel, prompt_ids: list[int], max_tokens: int) -> tuple[list[int], Finish]:
+    """What the model generates for ``prompt_ids`` with :data:`SAMPLING`, and why it ended."""
+    rec = FinishRecorder()
+    obs = model.generate(prompt_ids, max_new_tokens=max_tokens, on_finish=rec, **SAMPLING)
+    ids: list[int] = obs.pipe(ops.to_list()).run()
+    assert rec.finish is not None
+    return ids, rec.finish
+
+
+def operator_text(
+    model: OnnxModel, prompt_ids: list[int], ids: list[int], pipeline: list[Callable[..., Any]]
+) -> str:
+    """The text the operators make of ``ids`` (the expected answer)."""
+    source = reactivex.from_iterable(ids).pipe(detokenize(model.tokenizer, prompt_ids=prompt_ids), *pipeline)
+    return "".join(source.pipe(ops.to_list()).run())
+
+
+def pick_substring(text: str, start: int, length: int) -> str:
+    """A substring of ``text`` without U+FFFD, near ``start`` (to use as a stop string or pattern)."""
+    for i in range(start, len(text) - length):
+        candidate = text[i : i + length]
+        if "\ufffd" not in candidate and candidate.strip():
+            return candidate
+    pytest.skip("the random model produced no usable substring")
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def test_models_health_and_page(server: tuple[str, Any]) -> None:
+    url, _app = server
+    assert httpx.get(f"{url}/health").json()["status"] == "ok"
+    models = httpx.get(f"{url}/v1/models").json()
+    assert [m["id"] for m in models["data"]] == ["tiny"]
+    page = httpx.get(f"{url}/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert (
+        "/v1/chat/completions" in page.text
+        and "<script" in page.text
+        and "http" not in page.text.split("<script")[0].replace("http-equiv", "")
+    )
+
+
+def test_completion_stream_with_stop_matches_operators(server: tuple[str, Any], model: OnnxModel) -> None:
+    url, _app = server
+    prompt = "Once upon a time"
+    prompt_ids = model.encode(prompt)
+    ids, _finish = generated_ids(model, prompt_ids, 60)
+    full = operator_text(model, prompt_ids, ids, [])
+    stop_string = pick_substring(full, len(full) // 2, 2)
+    expected = operator_text(model, prompt_ids, ids, [stop([stop_string])])
+    assert expected == full[: full.find(stop_string)]
+
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
+    chunks = list(
+        client.completions.create(
+            model="tiny", prompt=prompt, max_tokens=60, **SAMPLING, stop=[stop_string], stream=True
+        )
+    )
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    assert text == expected
+    last = [c for c in chunks if c.choices and c.choices[0].finish_reason][-1].choices[0]
+    assert last.finish_reason == "stop"
+    assert (last.model_extra or {}).get("stop_reason") == stop_string
+
+
+def test_completion_without_stop_reports_length_or_eos(server: tuple[str, Any], model: OnnxModel) -> None:
+    url, _app = server
+    prompt = "The weather"
+    prompt_ids = model.encode(prompt)
+    ids, finish = generated_ids(model, prompt_ids, 25)
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
+    result = client.completions.create(model="tiny", prompt=prompt, max_tokens=25, **SAMPLING)
+    assert result.choices[0].text == operator_text(model, prompt_ids, ids, [])
+    assert result.choices[0].finish_reason == ("length" if finish.reason is FinishReason.LENGTH else "stop")
+    assert result.usage is not None and result.usage.completion_tokens == len(ids)
+    assert result.usage.prompt_tokens == len(prompt_ids)
+
+
+def test_chat_stream_with_replace_extension(server: tuple[str, Any], model: OnnxModel) -> None:
+    url, _app = server
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me a story"}]
+    prompt_ids = model.encode_chat(messages)
+    ids, _finish = generated_ids(model, prompt_ids, 50)
+    full = operator_text(model, prompt_ids, ids, [])
+    pattern = pick_substring(full, 3, 2)
+    rules = {pattern: "<R>"}
+    expected = operator_text(model, prompt_ids, ids, [replace(rules)])
+    assert "<R>" in expected
+
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
+    stream = client.chat.completions.create(
+        model="tiny",
+        messages=messages,  # type: ignore[arg-type]
+        max_tokens=50,
+        **SAMPLING,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"rxstream": {"replace": rules}},
+    )
+    chunks = list(stream)
+    text = "".join((c.choices[0].delta.content or "") for c in chunks if c.choices)
+    assert text == expected
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == len(ids)
+
+    # the same answer without streaming
+    result = client.chat.completions.create(
+        model="tiny",
+        messages=messages,  # type: ignore[arg-type]
+        max_tokens=50,
+        **SAMPLING,
+        extra_body={"rxstream": {"replace": rules}},
+    )
+    assert result.choices[0].message.content == expected
+
+
+def test_rxstream_backend_against_server(server: tuple[str, Any], model: OnnxModel) -> None:
+    url, _app = server
+    messages = [{"role": "user", "content": "What is up?"}]
+    prompt_ids = model.encode_chat(messages)
+    ids, _finish = generated_ids(model, prompt_ids, 40)
+    full = operator_text(model, prompt_ids, ids, [])
+    stop_string = pick_substring(full, len(full) // 3, 2)
+    expected = operator_text(model, prompt_ids, ids, [stop([stop_string])])
+
+    rec = FinishRecorder()
+    with OpenAIBackend(f"{url}/v1", model="tiny") as backend:
+        obs = backend.chat(messages, on_finish=rec, max_tokens=40, **SAMPLING, stop=[stop_string])
+        text = "".join(obs.pipe(ops.to_list()).run())
+        assert text == expected
+        assert rec.finish == Finish(FinishReason.STOP, stop=stop_string)
+
+        # client-side operators on the remote stream give the same text as server-side stop
+        obs2 = backend.chat(messages, max_tokens=40, **SAMPLING).pipe(stop([stop_string]))
+        assert "".join(obs2.pipe(ops.to_list()).run()) == expected
+
+
+def test_eight_concurrent_streaming_clients(server: tuple[str, Any], model: OnnxModel) -> None:
+    url, app = server
+    prompts = [f"Question number {i}: why?" for i in range(8)]
+    expected = []
+    for p in prompts:
+        pids = model.encode(p)
+        expected.append(operator_text(model, pids, generated_ids(model, pids, 40)[0], []))
+    before = app.state.stats.snapshot()["started"]
+
+    async def one(client: openai.AsyncOpenAI, prompt: str) -> str:
+        stream = await client.completions.create(
+            model="tiny", prompt=prompt, max_tokens=40, **SAMPLING, stream=True
+        )
+        return "".join([c.choices[0].text async for c in stream if c.choices])
+
+    async def main() -> list[str]:
+        async with openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client:
+            return await asyncio.gather(*(one(client, p) for p in prompts))
+
+    texts = asyncio.run(asyncio.wait_for(main(), 60))
+    assert texts == expected
+    snap = app.state.stats.snapshot()
+    assert snap["started"] - before == 8
+    assert 1 <= snap["peak_active"] <= MAX_CONCURRENCY
+    assert wait_for(lambda: app.state.stats.snapshot()["active"] == 0)
+
+
+@pytest.fixture
+def slow_server(model: OnnxModel) -> Iterator[tuple[str, Any]]:
+    app = create_app(SlowModel(model, 0.02), model_name="slow", limits=ServerLimits(max_concurrency=1))
+    with run_in_thread(app) as url:
+        yield url, app
+
+
+def test_disconnect_mid_stream_cancels_generation(slow_server: tuple[str, Any], model: OnnxModel) -> None:
+    url, app = slow_server
+    body = {"prompt": "Go on and on", "max_tokens": 400, "temperature": 0, "stream": True}
+    received = 0
+    with httpx.Client(timeout=10) as client, client.stream("POST", f"{url}/v1/completions", json=body) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                received += 1
+            if received >= 3:
+                break
+        assert model.active_generations == 1
+    # the response is closed: the server must notice, dispose, and the model loop must end
+    assert wait_for(lambda: model.active_generations == 0), "the generation kept running"
+    assert wait_for(lambda: app.state.stats.snapshot()["finished"].get("cancelled") == 1)
+    snap = app.state.stats.snapshot()
+    assert snap["active"] == 0 and snap["generated_tokens"] < 100
+
+
+def test_disconnect_while_queued_never_starts(slow_server: tuple[str, Any], model: OnnxModel) -> None:
+    url, app = slow_server  # one generation slot
+    first_done = threading.Event()
+    first_text: list[str] = []
+
+    def first() -> None:
+        body = {"prompt": "first", "max_tokens": 15, "temperature": 0}
+        first_text.append(
+            httpx.post(f"{url}/v1/completions", json=body, timeout=20).json()["choices"][0]["text"]
+        )
+        first_done.set()
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert wait_for(lambda: app.state.stats.snapshot()["active"] == 1)
+    body = {"prompt": "second", "max_tokens": 15, "temperature": 0, "stream": True}
+    with httpx.Client(timeout=10) as client, client.stream("POST", f"{url}/v1/completions", json=body) as r:
+        assert r.status_code == 200
+        assert wait_for(lambda: app.state.stats.snapshot()["waiting"] == 1)
+    assert wait_for(lambda: app.state.stats.snapshot()["waiting"] == 0)
+    assert first_done.wait(20)
+    t.join(5)
+    time.sleep(0.1)
+    snap = app.state.stats.snapshot()
+    assert snap["started"] == 1, "the abandoned request still started a generation"
+    assert first_text and first_text[0]
+
+
+def test_rxstream_backend_dispose_cancels_server_generation(
+    slow_server: tuple[str, Any], model: OnnxModel
+) -> None:
+    url, app = slow_server
+    got = threading.Event()
+    items: list[str] = []
+
+    def on_next(x: str) -> None:
+        items.append(x)
+        if len(items) >= 2:
+            got.set()
+
+    with OpenAIBackend(f"{url}/v1") as backend:
+        sub = backend.completions("Keep talking", max_tokens=400, **SAMPLING).subscribe(on_next)
+        assert got.wait(10)
+        sub.dispose()
+        assert wait_for(lambda: model.active_generations == 0), "the server kept generating"
+        assert wait_for(lambda: app.state.stats.snapshot()["finished"].get("cancelled") == 1)
+
+
+def test_generation_error_becomes_error_event(model: OnnxModel) -> None:
+    app = create_app(SlowModel(model, 0.0, fail_after=3), model_name="broken")
+    with run_in_thread(app) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        with pytest.raises(openai.APIError, match="caught fire"):
+            for _chunk in client.completions.create(model="broken", prompt="x", max_tokens=20, stream=True):
+                pass
+        r = httpx.post(f"{url}/v1/completions", json={"prompt": "x", "max_tokens": 20})
+        assert r.status_code == 500 and "caught fire" in r.json()["error"]["message"]
+        assert app.state.stats.snapshot()["finished"].get("error") == 2
+
+
+BAD_REQUESTS: list[tuple[str, Any, str | None]] = [
+    ("completions", "not json", None),
+    ("completions", [1, 2], None),
+    ("completions", {}, "prompt"),
+    ("completions", {"prompt": 5}, "prompt"),
+    ("completions", {"prompt": []}, "prompt"),
+    ("completions", {"prompt": ["a", "b"]}, "prompt"),
+    ("completions", {"prompt": [1, 99999]}, "prompt"),
+    ("completions", {"prompt": "x" * 200_000}, "prompt"),
+    ("completions", {"prompt": "hi", "max_tokens": 0}, "max_tokens"),
+    ("completions", {"prompt": "hi", "max_tokens": 10**6}, "max_tokens"),
+    ("completions", {"prompt": "hi", "max_tokens": "12"}, "max_tokens"),
+    ("completions", {"prompt": "hi", "max_tokens": 600}, "max_tokens"),  # beyond the tiny model's context
+    ("completions", {"prompt": "hi", "stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    ("completions", {"prompt": "hi", "stop": "x" * 500}, "stop"),
+    ("completions", {"prompt": "hi", "stop": [""]}, "stop"),
+    ("completions", {"prompt": "hi", "stop": 3}, "stop"),
+    ("completions", {"prompt": "hi", "temperature": 3}, "temperature"),
+    ("completions", {"prompt": "hi", "temperature": "hot"}, "temperature"),
+    ("completions", {"prompt": "hi", "top_p": 0}, "top_p"),
+    ("completions", {"prompt": "hi", "n": 2}, "n"),
+    ("completions", {"prompt": "hi", "stream": "yes"}, "stream"),
+    ("completions", {"prompt": "hi", "logprobs": 2}, "logprobs"),
+    ("completions", {"prompt": "hi", "seed": -1}, "seed"),
+    ("completions", {"prompt": "hi", "rxstream": {"replace": {"": "x"}}}, "rxstream.replace"),
+    ("completions", {"prompt": "hi", "rxstream": {"replace": [["a"]]}}, "rxstream.replace"),
+    ("completions", {"prompt": "hi", "rxstream": {"bogus": 1}}, "rxstream"),
+    ("chat/completions", {"messages": []}, "messages"),
+    ("chat/completions", {"messages": "hello"}, "messages"),
+    ("chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
+    ("chat/completions", {"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+    (
+        "chat/completions",
+        {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -3},
+        "max_completion_tokens",
+    ),
+]
+
+
+@pytest.mark.parametrize(("endpoint", "body", "param"), BAD_REQUESTS)
+def test_malformed_requests_get_400(
+    server: tuple[str, Any], endpoint: str, body: Any, param: str | None
+) -> None:
+    url, app = server
+    started = app.state.stats.snapshot()["started"]
+    content = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    r = httpx.post(f"{url}/v1/{endpoint}", content=content, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["message"]
+    assert error["param"] == param
+    assert app.state.stats.snapshot()["started"] == started
+
+
+def test_other_client_errors(server: tuple[str, Any]) -> None:
+    url, _app = server
+    assert httpx.post(f"{url}/v1/completions", content=b"x" * 2_000_000).status_code == 413
+    assert httpx.get(f"{url}/v1/completions").status_code == 405
+    missing = httpx.get(f"{url}/v1/nothing")
+    assert missing.status_code == 404 and "error" in missing.json()
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="stop"):
+        client.completions.create(model="tiny", prompt="hi", stop=["a", "b", "c", "d", "e"])
+
+
+def test_cli_module_entry_point_parses(tmp_path: Path) -> None:
+    import argparse
+
+    from rxstream.server import add_serve_arguments
+
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    args = parser.parse_args(["--port", "0", "--model", str(tmp_path), "--max-concurrency", "2"])
+    assert args.port == 0 and args.model_dir == str(tmp_path) and args.max_concurrency == 2
