@@ -64,7 +64,8 @@ class HFTokenizerAdapter:
         self.tokenizer = tokenizer
         self._key = tokenizer.get_vocab_size(with_added_tokens=True)
         added = tokenizer.get_added_tokens_decoder()
-        self._size = max(tokenizer.get_vocab_size(with_added_tokens=True), max(added, default=-1) + 1)
+        size = int(tokenizer.get_vocab_size(with_added_tokens=True))
+        self._size: int = max(size, max(added, default=-1) + 1)
         self._tables: dict[bool, DecodeTable | None] = {}
         self._lock = threading.Lock()
 

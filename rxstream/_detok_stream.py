@@ -18,7 +18,6 @@ Neither keeps a list of all ids: memory per stream is bounded.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from os.path import commonprefix
 from typing import Any
 
 from ._detok_protocol import TokenizerProtocol, as_detok_tokenizer
@@ -61,6 +60,14 @@ def incomplete_utf8_start(buf: bytes) -> int:
                 return n
         return n - k
     return n
+
+
+def _common_prefix_len(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    k = 0
+    while k < n and a[k] == b[k]:
+        k += 1
+    return k
 
 
 def out_of_vocab(token_id: Any, size: int) -> ValueError:
@@ -250,7 +257,7 @@ class _WindowEngine:
             return full[len(done) : stable]
         if not at_cap:
             return ""  # the decoded context changed: wait, it usually settles within a few ids
-        start = len(commonprefix([full, done]))
+        start = _common_prefix_len(full, done)
         self._advance(full, len(full))
         return full[start:]
 
@@ -271,7 +278,7 @@ class _WindowEngine:
         """Emit whatever the pending ids still hold."""
         full = self._decode(self._ctx + self._pend)
         done = self._done
-        start = len(done) if full.startswith(done) else len(commonprefix([full, done]))
+        start = len(done) if full.startswith(done) else _common_prefix_len(full, done)
         out = full[start:]
         self._advance(full, len(full))
         return out

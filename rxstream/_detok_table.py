@@ -205,7 +205,7 @@ def _metaspace_drops_first(step: Mapping[str, Any]) -> bool:
     scheme = step.get("prepend_scheme")
     if scheme is None:  # configurations older than prepend_scheme
         return bool(step.get("add_prefix_space", True))
-    return scheme != "never"
+    return bool(scheme != "never")
 
 
 def _to_bytes(form: Form) -> bytes:

@@ -121,7 +121,7 @@ def test_impossible_bytes_are_emitted_at_once() -> None:
 
 def test_prompt_context_and_split_character() -> None:
     tok = tf.byte_tokenizer()
-    prompt = list("héllo ".encode()) + [0xF0, 0x9F]  # the prompt ends in the middle of 😀
+    prompt = [*"héllo ".encode(), 0xF0, 0x9F]  # the prompt ends in the middle of 😀
     det = StreamDetokenizer(tok, prompt_ids=prompt)
     assert det.push(0x98) == ""
     assert det.push([0x80, 0x21]) == "😀!"
@@ -154,7 +154,7 @@ def test_out_of_vocab_and_bad_args() -> None:
         det.push(-1)
     with pytest.raises(ValueError, match="outside the vocabulary"):
         StreamDetokenizer(tok, prompt_ids=[1, 10**9])
-    with pytest.raises(TypeError, match="unsupported tokenizer.*tokenizers.Tokenizer.*tiktoken"):
+    with pytest.raises(TypeError, match=r"unsupported tokenizer.*tokenizers\.Tokenizer.*tiktoken"):
         StreamDetokenizer(object())
     with pytest.raises(ValueError, match="window"):
         StreamDetokenizer(tok, window=0)

@@ -20,21 +20,24 @@ SPECIALS = {
     "unigram": ["</s>", "<pad>"],
     "wordpiece": ["[CLS]", "[SEP]", "[MASK]"],
 }
-EMOJI = ["👨\u200d👩\u200d👧\u200d👦", "🧑🏾\u200d💻", "🏳️\u200d🌈", "🇩🇪", "🇯🇵🇰🇷", "👍🏽", "👋🏿", "❤️", "😀", "🫠", "🦀"]
+EMOJI = ["👨\u200d👩\u200d👧\u200d👦", "🧑🏾\u200d💻", "🏳️\u200d🌈", "🇩🇪", "🇯🇵🇰🇷",
+         "👍🏽", "👋🏿", "❤️", "😀", "🫠", "🦀"]
 
 settings.register_profile("detok", max_examples=80, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SETTINGS = settings.get_profile("detok")
 
 _words = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCXYZ0123456789 .,!?'\n\t-_()", max_size=12)
-_cjk = st.text(alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x4FFF), min_size=1, max_size=4)
+_cjk = st.text(alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x4FFF),
+               min_size=1, max_size=4)
 _hangul = st.text(alphabet=st.characters(min_codepoint=0xAC00, max_codepoint=0xAC40), min_size=1, max_size=3)
 _combining = st.builds(
     lambda base, marks: base + marks,
     st.sampled_from("aeiouzAZ"),
     st.text(alphabet=st.characters(min_codepoint=0x300, max_codepoint=0x36F), min_size=1, max_size=3),
 )
-_any = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\ufffd"), max_size=4)
+_any = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\ufffd"),
+               max_size=4)
 
 
 def texts(family: str) -> st.SearchStrategy[str]:

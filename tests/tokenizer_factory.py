@@ -15,8 +15,9 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
-from rxstream._detok_table import bytelevel_char_to_byte
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from rxstream._detok_table import bytelevel_char_to_byte
 
 __all__ = [
     "BYTELEVEL_ADDED",
