@@ -403,3 +403,49 @@ def test_int4_tiny_model_tracks_fp32(tmp_path: Path) -> None:
     a, b = fp32.forward(seq)[0].ravel(), int4.forward(seq)[0].ravel()
     assert not np.array_equal(a, b)
     assert np.corrcoef(a, b)[0, 1] > 0.9
+
+
+def test_stop_disposes_the_generator_at_the_deciding_token(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Marble-style timeline: ids -a-b-c-d-(stop decides)..., the backend runs no forward pass after it."""
+    from rxstream.operators import detokenize, stop
+
+    m = OnnxModel.load(tiny_dir)
+    prompt = prompt_of(m)
+    greedy = collect(m, prompt, max_new_tokens=40, ignore_eos=True)
+    tok = m.tokenizer
+    texts = [tok.decode(greedy[: i + 1]) for i in range(len(greedy))]
+    # the deciding token k: its text is new, at least 2 chars, and absent from everything before it
+    k = next(
+        i
+        for i in range(3, len(greedy))
+        if len(texts[i]) - len(texts[i - 1]) >= 2
+        and texts[i][len(texts[i - 1]) :] not in texts[i - 1]
+        and texts[i].startswith(texts[i - 1])
+    )
+    stop_string = texts[k][len(texts[k - 1]) :]
+    calls = _count_steps(m, monkeypatch)
+    timeline: list[tuple[str, object]] = []
+    rec = FinishRecorder()
+    done = threading.Event()
+    m.generate(prompt, max_new_tokens=40, ignore_eos=True, on_finish=rec).pipe(
+        ops.do_action(lambda t: timeline.append(("id", t))),
+        detokenize(tok, prompt_ids=prompt),
+        stop([stop_string], on_finish=rec),
+    ).subscribe(
+        lambda s: timeline.append(("text", s)),
+        on_completed=lambda: (timeline.append(("|", None)), done.set()),
+    )
+    assert done.wait(10)
+    deadline = time.monotonic() + 5
+    while m.active_generations and time.monotonic() < deadline:
+        time.sleep(0.005)
+    ids_seen = [v for kind, v in timeline if kind == "id"]
+    assert ids_seen == greedy[: k + 1]  # nothing sampled after the deciding token
+    assert len(calls) == k + 1  # and no forward pass either
+    assert timeline[-1] == ("|", None)
+    assert "".join(str(v) for kind, v in timeline if kind == "text") == texts[k - 1]
+    assert rec.reports[0] == Finish(FinishReason.STOP, stop=stop_string)
+    assert rec.reports[1:] == [Finish(FinishReason.CANCELLED)]
+    assert m.active_generations == 0

@@ -1,0 +1,112 @@
+"""The ``rxstream`` command line on a tiny model built in-process."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from reactivex import operators as ops
+from rxstream.backends import OnnxModel, build_tiny_model
+
+from rxstream.cli import build_parser, main
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("cli") / "tiny", seed=2)
+
+
+def expected_text(tiny: Path, prompt: str, n: int) -> str:
+    model = OnnxModel.load(tiny)
+    ids = (
+        model.generate(model.encode_chat([{"role": "user", "content": prompt}]), max_new_tokens=n)
+        .pipe(ops.to_list())
+        .run()
+    )
+    text: str = model.tokenizer.decode(ids)
+    return text
+
+
+def test_chat_streams_the_answer_and_reports_the_finish(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main(
+        [
+            "chat",
+            "What is the capital of France?",
+            "--model",
+            str(tiny),
+            "--max-tokens",
+            "12",
+            "--provider",
+            "cpu",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert status == 0
+    want = expected_text(tiny, "What is the capital of France?", 12)
+    assert out == want + "\n"
+    assert "[finish: " in err and "| cpu |" in err
+
+
+def test_chat_stop_and_replace(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    full = expected_text(tiny, "hello", 30)
+    cut = full[3:5]
+    status = main(["chat", "hello", "--model", str(tiny), "--max-tokens", "30", "--stop", cut])
+    out, err = capsys.readouterr()
+    assert status == 0
+    assert out == full[: full.index(cut)] + "\n"
+    assert f"[finish: stop ({cut!r})" in err
+    old = full[0]
+    main(["chat", "hello", "--model", str(tiny), "--max-tokens", "30", "--replace", f"{old}=<X>"])
+    out, _ = capsys.readouterr()
+    assert out == full.replace(old, "<X>") + "\n"
+
+
+def test_chat_show_tokens(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = OnnxModel.load(tiny)
+    ids = (
+        model.generate(model.encode_chat([{"role": "user", "content": "hello"}]), max_new_tokens=6)
+        .pipe(ops.to_list())
+        .run()
+    )
+    main(["chat", "hello", "--model", str(tiny), "--max-tokens", "6", "--show-tokens"])
+    out, err = capsys.readouterr()
+    shown = [int(i) for group in re.findall(r"\[(\d+(?: \d+)*)\]", out) for i in group.split()]
+    assert shown == ids
+    assert re.sub(r"\[\d+(?: \d+)*\]", "", out) == model.tokenizer.decode(ids) + "\n"
+    assert f"{len(ids)} tokens" in err
+
+
+def test_chat_with_a_bad_model_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["chat", "hi", "--model", str(tmp_path / "nothing-here")])
+    _, err = capsys.readouterr()
+    assert status == 1
+    assert "nothing-here" in err
+
+
+def test_bad_options_are_rejected() -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["chat", "x", "--replace", "no-equals-sign"])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["chat", "x", "--provider", "tpu"])
+
+
+def test_models_list_and_unknown_pull(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models", "list", "--cache-dir", str(tmp_path)]) == 0
+    out, _ = capsys.readouterr()
+    assert "smollm2" in out and "not pulled" in out
+    assert main(["models", "pull", "nonexistent", "--cache-dir", str(tmp_path)]) == 1
+    _, err = capsys.readouterr()
+    assert "unknown model" in err
+
+
+def test_python_dash_m_entry_point() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "rxstream", "--help"], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0
+    assert "chat" in result.stdout and "models" in result.stdout
