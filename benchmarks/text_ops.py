@@ -33,7 +33,6 @@ from typing import Any
 
 import reactivex as rx
 from reactivex import Observable, abc
-
 from rxstream.operators import replace, stop
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -266,7 +265,8 @@ def measure(chunks: list[str], op_factory: Callable[[], Callable[[Observable[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="100 KB of text instead of 1 MB")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--budget", type=float, default=8.0, help="max seconds for one slow peer run")

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from reactivex import operators as ops
-
 import rxstream.operators as O
-from rxstream import Finish, FinishReason, FinishRecorder
+from reactivex import operators as ops
 from rxstream.operators import (
     deltas,
     hold_back,
@@ -17,6 +15,8 @@ from rxstream.operators import (
     stop,
     stop_on_tokens,
 )
+
+from rxstream import Finish, FinishReason, FinishRecorder
 from rxstream.testing import MarbleMismatch, MarbleTest, check_docstring_marbles, docstring_marbles
 
 
@@ -41,7 +41,7 @@ def test_docstring_checker_catches_a_wrong_diagram() -> None:
     assert len(ex) == 1
     m = MarbleTest()
     src = m.cold(ex[0].source, ex[0].source_values)
-    with pytest.raises(MarbleMismatch, match="expected: -a-b-|"):
+    with pytest.raises(MarbleMismatch, match=r"expected: -a-b-\|"):
         m.expect(src.pipe(replace({"<y": "!"})), ex[0].result, ex[0].result_values)
 
 

@@ -8,9 +8,9 @@ import reactivex as rx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reactivex import Observable
+from rxstream.operators import deltas, hold_back, replace, snapshots, stop
 
 from rxstream import Finish, FinishReason, FinishRecorder, Piece
-from rxstream.operators import deltas, hold_back, replace, snapshots, stop
 from tests.reference import batch_replace, batch_stop, replace_emitted, replace_resolved, stop_state
 
 ALPHA = "ab<>|\n"
@@ -72,7 +72,7 @@ def test_replace_earliest_emission_and_batch_equivalence(chunks: list[str], rule
 @given(chunked(), chunked(), rules_st)
 def test_replace_chunking_invariance(a: list[str], b: list[str], rules) -> None:
     text = "".join(a)
-    rechunked = [text[: len("".join(b))], text[len("".join(b)):]] + [""]
+    rechunked = [text[:len("".join(b))], text[len("".join(b)):], ""]
     out1 = "".join(collect(rx.from_iterable(a).pipe(replace(rules))))
     out2 = "".join(collect(rx.from_iterable(rechunked).pipe(replace(rules))))
     out3 = "".join(collect(rx.from_iterable(list(text)).pipe(replace(rules))))
@@ -94,7 +94,7 @@ def test_hold_back_passes_text_unchanged_and_holds_only_open_text(chunks: list[s
 @given(chunked(), stops_st, st.booleans())
 def test_stop_streaming_rule_and_finish_reason(chunks: list[str], stops, include) -> None:
     rec = FinishRecorder()
-    steps, out, completed = run_steps(chunks, stop(stops, include, on_finish=rec))
+    steps, out, _completed = run_steps(chunks, stop(stops, include, on_finish=rec))
     seen = ""
     for chunk, emitted in zip(chunks, steps, strict=True):
         seen += chunk
@@ -120,7 +120,7 @@ def test_replace_then_stop_is_chunking_invariant(chunks: list[str], stops, rules
         out = collect(rx.from_iterable(pieces).pipe(replace(rules), stop(stops, include, on_finish=rec)))
         results.append(("".join(out), rec.finish))
     assert results[0] == results[1] == results[2]
-    expected, match = batch_stop(batch_replace(text, rules), stops, include)
+    expected, _match = batch_stop(batch_replace(text, rules), stops, include)
     assert results[0][0] == expected
 
 
