@@ -77,6 +77,7 @@ __all__ = [
     "ServerLimits",
     "ServerStats",
     "add_serve_arguments",
+    "add_serve_parser",
     "build_text_stream",
     "create_app",
     "run_in_thread",
@@ -920,7 +921,7 @@ def run_in_thread(
         sock.close()
 
 
-def _load_model(model_dir: str | None, provider: str) -> tuple[Any, str]:
+def _load_model(model: str, provider: str, int4: bool) -> tuple[Any, str]:
     from pathlib import Path
 
     from rxstream.backends import OnnxModel
@@ -928,26 +929,26 @@ def _load_model(model_dir: str | None, provider: str) -> tuple[Any, str]:
     if provider not in ("auto", "cpu", "cuda"):
         raise ValueError(f"serve: provider must be auto, cpu or cuda, got {provider!r}")
     chosen = cast("Literal['auto', 'cpu', 'cuda']", provider)
-    if model_dir is None:
-        return OnnxModel.from_pretrained("smollm2", provider=chosen), "smollm2"
-    return OnnxModel.load(model_dir, provider=chosen), Path(model_dir).name or "model"
+    loaded = OnnxModel.from_pretrained(model, provider=chosen, quantization="int4" if int4 else "fp32")
+    return loaded, Path(model).name or "model"
 
 
 def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
-    model_dir: str | None = None,
+    model: str = "smollm2",
     provider: str = "auto",
+    int4: bool = False,
     model_name: str | None = None,
     limits: ServerLimits | None = None,
     log_level: str = "info",
 ) -> None:
-    """Load a model (``model_dir``, or the default model) and serve it until interrupted."""
+    """Load ``model`` (a model directory or a known name) and serve it until interrupted."""
     import uvicorn
 
-    model, default_name = _load_model(model_dir, provider)
-    app = create_app(model, model_name=model_name or default_name, limits=limits)
+    loaded, default_name = _load_model(model, provider, int4)
+    app = create_app(loaded, model_name=model_name or default_name, limits=limits)
     config: uvicorn.Config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off")
     uvicorn.Server(config).run()
 
@@ -957,14 +958,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     parser.add_argument(
-        "--model", dest="model_dir", default=None, help="model directory (default: the default model)"
+        "--model", default="smollm2", metavar="DIR", help="model directory or known name (default smollm2)"
     )
+    parser.add_argument("--int4", action="store_true", help="use the int4 build of the default model")
     parser.add_argument(
-        "--provider", default="auto", help="onnxruntime provider: auto, cpu, cuda (default auto)"
+        "--provider", choices=("auto", "cpu", "cuda"), default="auto", help="ONNX Runtime provider"
     )
-    parser.add_argument(
-        "--model-name", default=None, help="the model id clients see (default: the directory name)"
-    )
+    parser.add_argument("--model-name", default=None, help="model id shown to clients")
     parser.add_argument(
         "--max-concurrency", type=int, default=4, help="generations running at once (default 4)"
     )
@@ -980,13 +980,26 @@ def serve_from_args(args: argparse.Namespace) -> int:
     serve(
         host=args.host,
         port=args.port,
-        model_dir=args.model_dir,
+        model=args.model,
         provider=args.provider,
+        int4=args.int4,
         model_name=args.model_name,
         limits=limits,
         log_level=args.log_level,
     )
     return 0
+
+
+def add_serve_parser(subparsers: Any) -> None:
+    """Register ``rxstream serve`` on the ``rxstream`` command's subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="serve the model over an OpenAI-compatible HTTP API with a chat page",
+        description="OpenAI-compatible streaming server (/v1/completions, /v1/chat/completions, "
+        "/v1/models, /health) with a chat page at /.",
+    )
+    add_serve_arguments(parser)
+    parser.set_defaults(func=serve_from_args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -401,4 +401,4 @@ def test_cli_module_entry_point_parses(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
     add_serve_arguments(parser)
     args = parser.parse_args(["--port", "0", "--model", str(tmp_path), "--max-concurrency", "2"])
-    assert args.port == 0 and args.model_dir == str(tmp_path) and args.max_concurrency == 2
+    assert args.port == 0 and args.model == str(tmp_path) and args.max_concurrency == 2
