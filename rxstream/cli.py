@@ -246,7 +246,14 @@ def run_models_list(args: argparse.Namespace, out: TextIO | None = None, err: Te
 
 
 # ---------------------------------------------------------------------------------------------- main
-SUBCOMMANDS: list[Callable[[Any], None]] = [add_chat_parser, add_models_parser]
+def add_serve_parser(subparsers: Any) -> None:
+    """Register ``rxstream serve`` (the OpenAI-compatible server in :mod:`rxstream.server`)."""
+    from rxstream.server import add_serve_parser as add
+
+    add(subparsers)
+
+
+SUBCOMMANDS: list[Callable[[Any], None]] = [add_chat_parser, add_models_parser, add_serve_parser]
 """The functions that register each subcommand, in help order."""
 
 
