@@ -1,0 +1,267 @@
+"""Benchmark ``rxstream serve``: 1, 4 and 16 concurrent streaming clients.
+
+Starts ``rxstream serve`` in a subprocess (the default model when it is in the cache, else the
+tiny random-weight model), then for each concurrency level runs that many clients at once, each
+streaming ``/v1/chat/completions`` requests back to back. Reports aggregate generated tokens per
+second (completion tokens from the usage chunk / wall time of the level), p50/p95 time to first
+text (TTFT, from sending the request to the first non-empty content delta) and p50 request time.
+
+    .venv/bin/python benchmarks/serve.py                      # default model if cached, else tiny
+    .venv/bin/python benchmarks/serve.py --model tiny --levels 1,4
+    .venv/bin/python benchmarks/serve.py --provider cuda --max-concurrency 16
+
+Results go to ``benchmarks/results/serve.md`` (and ``serve.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+QUESTIONS = [
+    "Explain how a rainbow forms.",
+    "Write a short story about a lighthouse keeper.",
+    "What are the benefits of regular exercise?",
+    "Describe the water cycle in simple terms.",
+    "Give some tips for learning a new language.",
+    "Why is the sky blue?",
+    "How do bees make honey?",
+    "What makes a good friend?",
+]
+
+
+@dataclass
+class RequestResult:
+    ttft: float | None
+    total: float
+    tokens: int
+    text_chars: int
+
+
+@dataclass
+class LevelResult:
+    concurrency: int
+    requests: int
+    wall_s: float
+    tokens: int
+    tokens_per_s: float
+    ttft_p50_ms: float
+    ttft_p95_ms: float
+    request_p50_s: float
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def choose_model(requested: str, workdir: Path) -> tuple[str, str]:
+    """``(model argument for rxstream serve, description)``."""
+    if requested == "tiny":
+        from rxstream.backends import build_tiny_model
+
+        return str(build_tiny_model(workdir / "tiny")), "tiny random-weight model (build_tiny_model)"
+    if requested != "auto":
+        return requested, requested
+    from rxstream.backends import default_cache_dir
+    from rxstream.backends._pull import KNOWN_MODELS
+
+    directory = default_cache_dir() / "models" / f"{KNOWN_MODELS['smollm2'].dirname}-fp32"
+    if (directory / ".complete").is_file():
+        return str(directory), "SmolLM2-135M-Instruct (fp32 ONNX, default model from the cache)"
+    print("default model not in the cache: using the tiny model", file=sys.stderr)
+    return choose_model("tiny", workdir)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+async def one_request(client: httpx.AsyncClient, url: str, question: str, max_tokens: int) -> RequestResult:
+    body = {
+        "model": "bench",
+        "messages": [{"role": "user", "content": question}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    t0 = time.perf_counter()
+    ttft: float | None = None
+    tokens = 0
+    chars = 0
+    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            data = line[6:]
+            if data == "[DONE]":
+                break
+            event = json.loads(data)
+            if "error" in event:
+                raise RuntimeError(event["error"]["message"])
+            if event.get("usage"):
+                tokens = int(event["usage"]["completion_tokens"])
+            for choice in event.get("choices", []):
+                content = (choice.get("delta") or {}).get("content") or ""
+                if content:
+                    chars += len(content)
+                    if ttft is None:
+                        ttft = time.perf_counter() - t0
+    return RequestResult(ttft, time.perf_counter() - t0, tokens, chars)
+
+
+async def run_level(url: str, concurrency: int, requests_per_client: int, max_tokens: int) -> LevelResult:
+    limits = httpx.Limits(max_connections=concurrency + 4)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0), limits=limits) as client:
+
+        async def worker(index: int) -> list[RequestResult]:
+            out = []
+            for r in range(requests_per_client):
+                question = QUESTIONS[(index + r) % len(QUESTIONS)]
+                out.append(await one_request(client, url, question, max_tokens))
+            return out
+
+        t0 = time.perf_counter()
+        per_client = await asyncio.gather(*(worker(i) for i in range(concurrency)))
+        wall = time.perf_counter() - t0
+    results = [r for rs in per_client for r in rs]
+    tokens = sum(r.tokens for r in results)
+    ttfts = [r.ttft for r in results if r.ttft is not None]
+    return LevelResult(
+        concurrency=concurrency,
+        requests=len(results),
+        wall_s=wall,
+        tokens=tokens,
+        tokens_per_s=tokens / wall,
+        ttft_p50_ms=percentile(ttfts, 0.5) * 1000,
+        ttft_p95_ms=percentile(ttfts, 0.95) * 1000,
+        request_p50_s=statistics.median(r.total for r in results),
+    )
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"rxstream serve exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("rxstream serve did not become ready")
+
+
+def write_results(path: Path, meta: dict[str, Any], levels: list[LevelResult]) -> None:
+    lines = [
+        "# `rxstream serve` benchmark",
+        "",
+        f"- model: {meta['model']}",
+        f"- provider: {meta['provider']}; server `--max-concurrency {meta['max_concurrency']}` "
+        f"(generations running at once; more requests wait in the queue, which shows in TTFT)",
+        f"- requests: chat completions, streaming, greedy, `max_tokens={meta['max_tokens']}`, "
+        f"{meta['requests_per_client']} request(s) per client back to back",
+        f"- machine: {meta['machine']}",
+        f"- command: `{meta['command']}`",
+        "",
+        "| clients | requests | tokens | wall s | aggregate tokens/s | TTFT p50 ms | TTFT p95 ms "
+        "| request p50 s |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for lv in levels:
+        lines.append(
+            f"| {lv.concurrency} | {lv.requests} | {lv.tokens} | {lv.wall_s:.2f} | {lv.tokens_per_s:.1f} | "
+            f"{lv.ttft_p50_ms:.0f} | {lv.ttft_p95_ms:.0f} | {lv.request_p50_s:.2f} |"
+        )
+    lines.append("")
+    path.write_text("\n".join(lines), encoding="utf-8")
+    path.with_suffix(".json").write_text(
+        json.dumps({"meta": meta, "levels": [asdict(lv) for lv in levels]}, indent=2), encoding="utf-8"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", default="auto", help="auto, tiny or DIR")
+    parser.add_argument("--provider", default="cpu", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--levels", default="1,4,16", help="comma-separated client counts (default 1,4,16)")
+    parser.add_argument("--max-tokens", type=int, default=64, help="max_tokens per request (default 64)")
+    parser.add_argument("--requests-per-client", type=int, default=2, help="requests per client (default 2)")
+    parser.add_argument("--max-concurrency", type=int, default=4, help="server generation slots (default 4)")
+    parser.add_argument("--out", type=Path, default=RESULTS / "serve.md")
+    args = parser.parse_args(argv)
+    levels = [int(x) for x in args.levels.split(",") if x]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model_arg, description = choose_model(args.model, Path(tmp))
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        cmd = [sys.executable, "-m", "rxstream.cli", "serve", "--port", str(port), "--model", model_arg]
+        cmd += ["--provider", args.provider, "--max-concurrency", str(args.max_concurrency)]
+        cmd += ["--log-level", "warning"]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            wait_ready(url, proc)
+            asyncio.run(run_level(url, 1, 1, 8))  # warm-up
+            results = []
+            for level in levels:
+                result = asyncio.run(run_level(url, level, args.requests_per_client, args.max_tokens))
+                print(
+                    f"{level:>3} clients: {result.tokens} tokens in {result.wall_s:.2f}s = "
+                    f"{result.tokens_per_s:.1f} tok/s; TTFT p50 {result.ttft_p50_ms:.0f} ms, "
+                    f"p95 {result.ttft_p95_ms:.0f} ms",
+                    flush=True,
+                )
+                results.append(result)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    meta = {
+        "model": description,
+        "provider": args.provider,
+        "max_concurrency": args.max_concurrency,
+        "max_tokens": args.max_tokens,
+        "requests_per_client": args.requests_per_client,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "command": "python benchmarks/serve.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_results(args.out, meta, results)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
