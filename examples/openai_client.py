@@ -1,0 +1,69 @@
+"""Stream from any OpenAI-compatible server through rxstream operators, from asyncio.
+
+    rxstream serve --port 8000 &                     # or vLLM, TGI, llama.cpp server...
+    python examples/openai_client.py "Name three rivers." --base-url http://127.0.0.1:8000/v1
+    python examples/openai_client.py "Name three rivers." --demo   # in-process server, tiny model
+
+The remote text deltas go through ``replace`` and ``stop`` on the client side (the same operators
+that run on local models), then into an ``async for`` loop via :func:`rxstream.aio.to_async_iterable`;
+leaving the loop early disposes the subscription, which closes the HTTP stream and makes the server
+cancel the generation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import tempfile
+from collections.abc import Iterator
+
+from rxstream.backends.openai import OpenAIBackend
+from rxstream.operators import replace, stop
+
+from rxstream import FinishRecorder
+from rxstream.aio import to_async_iterable
+
+
+@contextlib.contextmanager
+def demo_server() -> Iterator[str]:
+    """An in-process ``rxstream serve`` over the tiny random-weight model (its answers are gibberish)."""
+    from rxstream.backends import OnnxModel, build_tiny_model
+
+    from rxstream.server import create_app, run_in_thread
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = OnnxModel.load(build_tiny_model(tmp), provider="cpu")
+        with run_in_thread(create_app(model, model_name="tiny")) as url:
+            yield f"{url}/v1"
+
+
+async def ask(base_url: str, question: str, max_tokens: int, stops: list[str]) -> None:
+    finish = FinishRecorder()
+    with OpenAIBackend(base_url) as backend:
+        text = backend.chat(
+            [{"role": "user", "content": question}], max_tokens=max_tokens, temperature=0, on_finish=finish
+        ).pipe(replace({"\r\n": "\n"}), stop(stops, on_finish=finish) if stops else (lambda obs: obs))
+        async for delta in to_async_iterable(text):
+            sys.stdout.write(delta)
+            sys.stdout.flush()
+    print(f"\n[finished: {finish.finish}]")
+
+
+def main() -> int:
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
+    parser.add_argument("question")
+    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+    parser.add_argument("--demo", action="store_true", help="start an in-process server with the tiny model")
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    args = parser.parse_args()
+    with demo_server() if args.demo else contextlib.nullcontext(args.base_url) as base_url:
+        asyncio.run(ask(base_url, args.question, args.max_tokens, args.stop))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
