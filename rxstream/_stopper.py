@@ -94,6 +94,13 @@ class StopMatcher:
             self._first_pending = False
             sc.protect = sc.resolved + len(sc.held) + len(text)
         old = sc.resolved
+        if not self.include_stop and old >= self._prompt_len:
+            # Common case: the output is exactly the newly resolved input (the stop string, if
+            # one matched, is not part of it).
+            out = sc.feed(text)
+            m = sc.match
+            self._emitted = sc.resolved if m is None else m[0]
+            return out
         return self._emit(old, sc.feed(text), final=False)
 
     def flush(self) -> str:
