@@ -868,7 +868,16 @@ def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed})
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:  # server shutdown: let the generation threads go
+            scheduler.executor.shutdown(wait=False, cancel_futures=True)
+
+    app = Starlette(
+        routes=routes, exception_handlers={404: not_found, 405: method_not_allowed}, lifespan=lifespan
+    )
     app.state.stats = stats
     app.state.limits = limits
     app.state.model = model
@@ -902,7 +911,7 @@ def run_in_thread(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     actual_port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level=log_level, lifespan="off", timeout_graceful_shutdown=2)
+    config = uvicorn.Config(app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="rxstream-uvicorn", daemon=True
@@ -949,7 +958,7 @@ def serve(
 
     loaded, default_name = _load_model(model, provider, int4)
     app = create_app(loaded, model_name=model_name or default_name, limits=limits)
-    config: uvicorn.Config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off")
+    config: uvicorn.Config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
     uvicorn.Server(config).run()
 
 

@@ -268,6 +268,25 @@ def test_disconnect_mid_stream_cancels_generation(slow_server: tuple[str, Any], 
     assert snap["active"] == 0 and snap["generated_tokens"] < 100
 
 
+def test_non_streaming_disconnect_cancels_generation(slow_server: tuple[str, Any], model: OnnxModel) -> None:
+    url, app = slow_server
+    body = {"prompt": "Go on", "max_tokens": 400, "temperature": 0}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{url}/v1/completions", json=body, timeout=httpx.Timeout(5.0, read=0.3))
+    assert wait_for(lambda: model.active_generations == 0), "the generation kept running"
+    assert wait_for(lambda: app.state.stats.snapshot()["finished"].get("cancelled") == 1)
+
+
+def test_no_thread_outlives_the_server(model: OnnxModel) -> None:
+    before = set(threading.enumerate())
+    app = create_app(SlowModel(model, 0.001), model_name="t", limits=ServerLimits(max_concurrency=2))
+    with run_in_thread(app) as url:
+        for i in range(3):
+            body = {"prompt": f"p{i}", "max_tokens": 5, "stream": i % 2 == 0}
+            assert httpx.post(f"{url}/v1/completions", json=body).status_code == 200
+    assert wait_for(lambda: set(threading.enumerate()) <= before), set(threading.enumerate()) - before
+
+
 def test_disconnect_while_queued_never_starts(slow_server: tuple[str, Any], model: OnnxModel) -> None:
     url, app = slow_server  # one generation slot
     first_done = threading.Event()
