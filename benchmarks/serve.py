@@ -179,32 +179,42 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 300) ->
     raise RuntimeError("rxstream serve did not become ready")
 
 
-def write_results(path: Path, meta: dict[str, Any], levels: list[LevelResult]) -> None:
+def write_results(path: Path, meta: dict[str, Any], runs: list[tuple[int, list[LevelResult]]]) -> None:
     lines = [
         "# `rxstream serve` benchmark",
         "",
         f"- model: {meta['model']}",
-        f"- provider: {meta['provider']}; server `--max-concurrency {meta['max_concurrency']}` "
-        f"(generations running at once; more requests wait in the queue, which shows in TTFT)",
+        f"- provider: {meta['provider']}",
         f"- requests: chat completions, streaming, greedy, `max_tokens={meta['max_tokens']}`, "
-        f"{meta['requests_per_client']} request(s) per client back to back",
+        f"{meta['requests_per_client']} request(s) per client back to back; tokens counted from the "
+        "usage chunk; TTFT = request sent -> first non-empty content delta",
         f"- machine: {meta['machine']}",
         f"- command: `{meta['command']}`",
         "",
-        "| clients | requests | tokens | wall s | aggregate tokens/s | TTFT p50 ms | TTFT p95 ms "
-        "| request p50 s |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "`--max-concurrency` is the number of generation slots: requests beyond it wait in the queue, which",
+        "shows in their TTFT; more slots start answers sooner but share the same cores.",
     ]
-    for lv in levels:
-        lines.append(
-            f"| {lv.concurrency} | {lv.requests} | {lv.tokens} | {lv.wall_s:.2f} | {lv.tokens_per_s:.1f} | "
-            f"{lv.ttft_p50_ms:.0f} | {lv.ttft_p95_ms:.0f} | {lv.request_p50_s:.2f} |"
-        )
+    for slots, levels in runs:
+        lines += [
+            "",
+            f"## `rxstream serve --max-concurrency {slots}`",
+            "",
+            "| clients | requests | tokens | wall s | aggregate tokens/s | TTFT p50 ms | TTFT p95 ms "
+            "| request p50 s |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for lv in levels:
+            lines.append(
+                f"| {lv.concurrency} | {lv.requests} | {lv.tokens} | {lv.wall_s:.2f} | {lv.tokens_per_s:.1f} "
+                f"| {lv.ttft_p50_ms:.0f} | {lv.ttft_p95_ms:.0f} | {lv.request_p50_s:.2f} |"
+            )
     lines.append("")
     path.write_text("\n".join(lines), encoding="utf-8")
-    path.with_suffix(".json").write_text(
-        json.dumps({"meta": meta, "levels": [asdict(lv) for lv in levels]}, indent=2), encoding="utf-8"
-    )
+    data = {
+        "meta": meta,
+        "runs": [{"max_concurrency": n, "levels": [asdict(lv) for lv in levels]} for n, levels in runs],
+    }
+    path.with_suffix(".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,49 +226,57 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="1,4,16", help="comma-separated client counts (default 1,4,16)")
     parser.add_argument("--max-tokens", type=int, default=64, help="max_tokens per request (default 64)")
     parser.add_argument("--requests-per-client", type=int, default=2, help="requests per client (default 2)")
-    parser.add_argument("--max-concurrency", type=int, default=4, help="server generation slots (default 4)")
+    parser.add_argument(
+        "--max-concurrency", default="4,16", help="server generation slots; one run per value (default 4,16)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "serve.md")
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",") if x]
 
+    slot_settings = [int(x) for x in str(args.max_concurrency).split(",") if x]
+    load_at_start = os.getloadavg()[0]
+    runs: list[tuple[int, list[LevelResult]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         model_arg, description = choose_model(args.model, Path(tmp))
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "rxstream.cli", "serve", "--port", str(port), "--model", model_arg]
-        cmd += ["--provider", args.provider, "--max-concurrency", str(args.max_concurrency)]
-        cmd += ["--log-level", "warning"]
-        proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        try:
-            wait_ready(url, proc)
-            asyncio.run(run_level(url, 1, 1, 8))  # warm-up
-            results = []
-            for level in levels:
-                result = asyncio.run(run_level(url, level, args.requests_per_client, args.max_tokens))
-                print(
-                    f"{level:>3} clients: {result.tokens} tokens in {result.wall_s:.2f}s = "
-                    f"{result.tokens_per_s:.1f} tok/s; TTFT p50 {result.ttft_p50_ms:.0f} ms, "
-                    f"p95 {result.ttft_p95_ms:.0f} ms",
-                    flush=True,
-                )
-                results.append(result)
-        finally:
-            proc.terminate()
+        for slots in slot_settings:
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            cmd = [sys.executable, "-m", "rxstream.cli", "serve", "--port", str(port), "--model", model_arg]
+            cmd += ["--provider", args.provider, "--max-concurrency", str(slots), "--log-level", "warning"]
+            proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
             try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+                wait_ready(url, proc)
+                asyncio.run(run_level(url, 1, 1, 8))  # warm-up
+                results = []
+                for level in levels:
+                    result = asyncio.run(run_level(url, level, args.requests_per_client, args.max_tokens))
+                    print(
+                        f"slots {slots:>2}, {level:>3} clients: {result.tokens} tokens "
+                        f"in {result.wall_s:.2f}s = "
+                        f"{result.tokens_per_s:.1f} tok/s; TTFT p50 {result.ttft_p50_ms:.0f} ms, "
+                        f"p95 {result.ttft_p95_ms:.0f} ms",
+                        flush=True,
+                    )
+                    results.append(result)
+                runs.append((slots, results))
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
     meta = {
         "model": description,
         "provider": args.provider,
-        "max_concurrency": args.max_concurrency,
+        "max_concurrency": slot_settings,
         "max_tokens": args.max_tokens,
         "requests_per_client": args.requests_per_client,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"1-minute load average at the start {load_at_start:.1f} (other processes share the cores)",
         "command": "python benchmarks/serve.py " + " ".join(argv if argv is not None else sys.argv[1:]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_results(args.out, meta, results)
+    write_results(args.out, meta, runs)
     print(f"wrote {args.out}")
     return 0
 
