@@ -272,7 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rxstream`` command; returns the exit status."""
     args = build_parser().parse_args(argv)
-    if hasattr(signal, "SIGPIPE"):
+    if argv is None and hasattr(signal, "SIGPIPE"):
+        # Run as the program (not called from Python code): die quietly when the reader of our
+        # output goes away (| head). Never in-process: SIG_DFL would kill a host process (a
+        # test runner, a server) the next time it writes to a closed socket.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         status: int = args.func(args)
