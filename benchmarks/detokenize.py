@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import platform
-import sysconfig
 import sys
+import sysconfig
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -48,8 +49,9 @@ from tokenizers.decoders import DecodeStream
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rxstream import StreamDetokenizer  # noqa: E402
 from rxstream.operators import detokenize  # noqa: E402
+
+from rxstream import StreamDetokenizer  # noqa: E402
 from tests import tokenizer_factory as tf  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -198,7 +200,7 @@ def split_streams(tok: Tokenizer, ids: Sequence[int], t: int) -> list[list[int]]
         if k < len(ids):
             cuts.append(k)
     cuts.append(len(ids))
-    return [list(ids[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    return [list(ids[a:b]) for a, b in itertools.pairwise(cuts) if b > a]
 
 
 def measure(method: Method, tok: Tokenizer, streams: Sequence[Sequence[int]], rounds: int) -> float:

@@ -6,9 +6,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
 from reactivex import Observable, abc
+from reactivex.disposable import Disposable
 
 from rxstream._detok_protocol import as_detok_tokenizer
-from rxstream._detok_stream import StreamDetokenizer
+from rxstream._detok_stream import StreamDetokenizer, TableEngine
 from rxstream._finish import Finish, FinishReason
 from rxstream._piece import Piece
 
@@ -106,8 +107,32 @@ class _TextSink(OperatorSink[Any, str]):
         self.push_one = det.push_one
         self.push_many = det.push_many
 
+    def run(self, source: Observable[Any], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
+        """Subscribe with a closure that serves most ids straight from the table (the hot path)."""
+        engine = self.det.engine
+        if not isinstance(engine, TableEngine):
+            return super().run(source, scheduler)
+        texts = engine._texts
+        n = engine._n
+        emit = self.observer.on_next
+        general = self._guarded_next
+
+        def on_next(value: Any, _type: type = type, _int: type = int) -> None:
+            # an id whose text needs no context: no held bytes, no first-token or strip rule
+            if _type(value) is _int and engine._simple and 0 <= value < n and not self.done:
+                text = texts[value]
+                if text is not None:
+                    if text:
+                        emit(text)
+                    return
+            general(value)
+
+        self.upstream.disposable = source.subscribe(
+            on_next, self.on_error, self._guarded_completed, scheduler=scheduler
+        )
+        return Disposable(self.dispose)
+
     def _guarded_next(self, value: Any) -> None:
-        # The per-token hot path: one call fewer than OperatorSink's guarded dispatch.
         if self.done:
             return
         try:

@@ -23,7 +23,7 @@ from typing import Any
 from ._detok_protocol import TokenizerProtocol, as_detok_tokenizer
 from ._detok_table import DecodeTable
 
-__all__ = ["StreamDetokenizer", "incomplete_utf8_start", "out_of_vocab"]
+__all__ = ["StreamDetokenizer", "TableEngine", "incomplete_utf8_start", "out_of_vocab"]
 
 _REPLACEMENT = "\ufffd"
 
@@ -75,25 +75,31 @@ def out_of_vocab(token_id: Any, size: int) -> ValueError:
     return ValueError(f"detokenize: token id {token_id!r} is outside the vocabulary (size {size})")
 
 
-def _fast_texts(table: DecodeTable) -> list[str | None]:
-    """Per id: its text when its bytes are complete UTF-8 on their own, else None (slow path)."""
-    cached = table.fast_texts
-    if cached is not None:
-        return cached
-    texts: list[str | None] = []
+def _fast_texts(table: DecodeTable) -> tuple[list[str | None], list[tuple[str, bytes] | None]]:
+    """Per id: its text when its bytes are complete UTF-8 on their own (else None), and for ids
+    whose bytes end inside a character, (text before it, its incomplete bytes)."""
+    texts, splits = table.fast_texts, table.split_tails
+    if texts is not None and splits is not None:
+        return texts, splits
+    texts, splits = [], []
     for b in table.later:
-        if b is None:
-            texts.append(None)
-            continue
-        try:
-            texts.append(b.decode("utf-8"))
-        except UnicodeDecodeError:
-            texts.append(None)
+        text: str | None = None
+        split: tuple[str, bytes] | None = None
+        if b is not None:
+            try:
+                text = b.decode("utf-8")
+            except UnicodeDecodeError:
+                cut = incomplete_utf8_start(b)
+                if cut < len(b):
+                    split = (b[:cut].decode("utf-8", "replace"), b[cut:])
+        texts.append(text)
+        splits.append(split)
     object.__setattr__(table, "fast_texts", texts)
-    return texts
+    object.__setattr__(table, "split_tails", splits)
+    return texts, splits
 
 
-class _TableEngine:
+class TableEngine:
     """Exact per-id byte table + incremental UTF-8 (see module docstring)."""
 
     __slots__ = (
@@ -105,6 +111,7 @@ class _TableEngine:
         "_prompt_tail",
         "_simple",
         "_skipped",
+        "_splits",
         "_strip_char",
         "_strip_left",
         "_texts",
@@ -114,7 +121,7 @@ class _TableEngine:
         self._later = table.later
         self._first_bytes = table.first if table.first is not None else table.later
         self._n = len(table.later)
-        self._texts = _fast_texts(table)
+        self._texts, self._splits = _fast_texts(table)
         self._skipped = table.skipped
         self._strip_char = table.strip_char
         self._strip_left = table.strip_count if table.strip_char else 0
@@ -167,6 +174,14 @@ class _TableEngine:
             b = self._first_bytes[i]
             self._first = False
         else:
+            if not self._held:
+                split = self._splits[i]
+                if split is not None:  # precomputed: complete text, then the start of a character
+                    text, self._held = split
+                    if self._strip_left and text:
+                        text = self._strip(text)
+                    self._simple = False
+                    return text
             b = self._later[i]
         assert b is not None
         if self._held:
@@ -307,7 +322,7 @@ class StreamDetokenizer:
             (``push`` raises the same for out-of-vocabulary ids).
     """
 
-    __slots__ = ("exact", "finish", "push_many", "push_one", "tokenizer")
+    __slots__ = ("engine", "exact", "finish", "push_many", "push_one", "tokenizer")
 
     def __init__(
         self,
@@ -323,15 +338,17 @@ class StreamDetokenizer:
         tok = as_detok_tokenizer(tokenizer)
         self.tokenizer: TokenizerProtocol = tok
         table = tok.decode_table(skip_special_tokens)
-        engine: _TableEngine | _WindowEngine
+        engine: TableEngine | _WindowEngine
         if table is not None:
-            engine = _TableEngine(table)
+            engine = TableEngine(table)
             if prompt_ids:
                 engine.seed(prompt_ids)
         else:
             engine = _WindowEngine(tok, skip_special_tokens, window, cap)
             if prompt_ids:
                 engine.seed(prompt_ids)
+        self.engine = engine
+        """The engine (a :class:`TableEngine` on the exact path); for tight loops in operators."""
         self.exact: bool = table is not None
         """True on the exact table path, False on the windowed fallback."""
         self.push_one = engine.push_one

@@ -51,6 +51,9 @@ class DecodeTable:
     strip_count: int = 0
     fast_texts: list[str | None] | None = field(default=None, init=False, repr=False)
     """Filled on first use by the stream engine (text of ids whose bytes are complete UTF-8)."""
+    split_tails: list[tuple[str, bytes] | None] | None = field(default=None, init=False, repr=False)
+    """Filled on first use by the stream engine: ids whose bytes end inside a character, as
+    (text before that character, its incomplete bytes)."""
 
     @property
     def size(self) -> int:

@@ -164,22 +164,23 @@ def test_random_ids_all_families(data: st.DataObject) -> None:
 
 
 def _emitted_by_prompt(tok: Tokenizer, ids: list[int], k: int, skip: bool) -> str:
-    """The text of the prompt ``ids[:k]`` up to its last complete character.
+    """The text the prompt ``ids[:k]`` completes: the part of the full text it already decides.
 
     When the prompt ends inside a character, ``decode(prompt)`` shows U+FFFD for the incomplete
-    bytes (ByteFallback even turns its whole byte run into U+FFFD), so the reference is the decode
-    of the longest prompt prefix (at most 3 ids shorter) whose text is a prefix of the full text.
-    The generation then emits the completed character whole.
+    bytes (ByteFallback even turns its whole byte run into U+FFFD, complete characters included),
+    so the reference is the longest common prefix of the full text with the decode of the prompt
+    or of the prompt without its last 1-3 ids (those hold at most one incomplete character). The
+    generation then emits the completed character whole.
     """
     full = tok.decode(ids, skip_special_tokens=skip)
-    j = k
-    while j > 0:
-        pre = tok.decode(ids[:j], skip_special_tokens=skip)
-        if full.startswith(pre):
-            break
-        j -= 1
-    assert k - j <= 3, "a character split over more than 4 byte tokens?"
-    return tok.decode(ids[:j], skip_special_tokens=skip) if j else ""
+    best = 0
+    for j in range(max(0, k - 3), k + 1):
+        pre = tok.decode(ids[:j], skip_special_tokens=skip) if j else ""
+        n = 0
+        while n < min(len(pre), len(full)) and pre[n] == full[n]:
+            n += 1
+        best = max(best, n)
+    return full[:best]
 
 
 def _prompt_property(family: str) -> None:
