@@ -255,7 +255,8 @@ def test_disconnect_mid_stream_cancels_generation(slow_server: tuple[str, Any], 
     received = 0
     with httpx.Client(timeout=10) as client, client.stream("POST", f"{url}/v1/completions", json=body) as r:
         assert r.status_code == 200
-        for line in r.iter_lines():
+        lines = r.iter_lines()  # keep the iterator: dropping it closes the connection
+        for line in lines:
             if line.startswith("data: "):
                 received += 1
             if received >= 3:
@@ -313,6 +314,22 @@ def test_disconnect_while_queued_never_starts(slow_server: tuple[str, Any], mode
     snap = app.state.stats.snapshot()
     assert snap["started"] == 1, "the abandoned request still started a generation"
     assert first_text and first_text[0]
+
+
+def test_full_queue_answers_503(model: OnnxModel) -> None:
+    limits = ServerLimits(max_concurrency=1, max_queued=0)
+    app = create_app(SlowModel(model, 0.02), model_name="busy", limits=limits)
+    with run_in_thread(app) as url, httpx.Client(timeout=10) as client:
+        body = {"prompt": "first", "max_tokens": 200, "stream": True}
+        with client.stream("POST", f"{url}/v1/completions", json=body) as first:
+            assert first.status_code == 200
+            lines = first.iter_lines()  # keep the iterator: dropping it closes the connection
+            next(lines)
+            busy = client.post(f"{url}/v1/completions", json={"prompt": "second", "max_tokens": 5})
+            assert busy.status_code == 503 and busy.json()["error"]["type"] == "server_busy"
+        assert wait_for(lambda: model.active_generations == 0)
+        ok = client.post(f"{url}/v1/completions", json={"prompt": "third", "max_tokens": 5})
+        assert ok.status_code == 200
 
 
 def test_rxstream_backend_dispose_cancels_server_generation(
