@@ -438,3 +438,20 @@ def test_cli_module_entry_point_parses(tmp_path: Path) -> None:
     add_serve_arguments(parser)
     args = parser.parse_args(["--port", "0", "--model", str(tmp_path), "--max-concurrency", "2"])
     assert args.port == 0 and args.model == str(tmp_path) and args.max_concurrency == 2
+
+
+def test_openai_client_example_runs_in_demo_mode() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    script = root / "examples" / "openai_client.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "Hello", "--demo", "--max-tokens", "8"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "[finished: length]" in proc.stdout or "[finished: eos]" in proc.stdout
