@@ -74,11 +74,12 @@ def rotary_cache(config: DecoderConfig) -> tuple[F32, F32]:
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
-def _quantize_int4(weight: F32) -> tuple[npt.NDArray[np.uint8], F32, npt.NDArray[np.uint8]]:
-    """Round-to-nearest asymmetric 4-bit quantization in blocks of 32 along the input axis.
+def _quantize_int4(weight: F32) -> tuple[npt.NDArray[np.uint8], F32]:
+    """Round-to-nearest symmetric 4-bit quantization in blocks of 32 along the input axis.
 
-    Returns the ``MatMulNBits`` inputs: packed weights ``[N, blocks, 16]``, scales ``[N * blocks]``
-    and packed zero points ``[N * ceil(blocks / 2)]``.
+    Each block's largest-magnitude weight ``m`` maps exactly to code 0 (``scale = m / -8``), the
+    others to ``round(w / scale) + 8`` clipped to 0..15; ``MatMulNBits`` without zero points reads
+    them as ``(q - 8) * scale``. Returns packed weights ``[N, blocks, 16]`` and scales ``[N * blocks]``.
     """
     n, k = weight.shape
     if k % INT4_BLOCK:
@@ -86,17 +87,12 @@ def _quantize_int4(weight: F32) -> tuple[npt.NDArray[np.uint8], F32, npt.NDArray
         weight = np.concatenate([weight, np.zeros((n, pad), np.float32)], axis=1)
     blocks = weight.shape[1] // INT4_BLOCK
     w = weight.reshape(n, blocks, INT4_BLOCK)
-    lo = np.minimum(w.min(axis=2), 0.0)
-    hi = np.maximum(w.max(axis=2), 0.0)
-    scale = (hi - lo) / 15.0
-    scale = np.where(scale == 0.0, 1.0, scale).astype(np.float32)
-    zero = np.clip(np.round(-lo / scale), 0, 15).astype(np.uint8)
-    q = np.clip(np.round(w / scale[..., None]) + zero[..., None], 0, 15).astype(np.uint8)
+    extreme = np.take_along_axis(w, np.abs(w).argmax(axis=2)[..., None], axis=2)[..., 0]
+    scale = (extreme / -8.0).astype(np.float32)
+    scale = np.where(scale == 0.0, np.float32(1.0), scale).astype(np.float32)
+    q = np.clip(np.round(w / scale[..., None]) + 8, 0, 15).astype(np.uint8)
     packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
-    if blocks % 2:
-        zero = np.concatenate([zero, np.zeros((n, 1), np.uint8)], axis=1)
-    zero_packed = (zero[:, 0::2] | (zero[:, 1::2] << 4)).astype(np.uint8)
-    return packed, scale.reshape(-1), zero_packed.reshape(-1)
+    return packed, scale.reshape(-1)
 
 
 def prepare_initializers(
@@ -108,7 +104,7 @@ def prepare_initializers(
     """Turn :class:`DecoderWeights` into the named arrays :func:`build_decoder` expects.
 
     Linear layers become ``{name}`` (``[in, out]`` for ``MatMul``) in fp32, or ``{name}.q``,
-    ``{name}.scales``, ``{name}.zp`` for ``MatMulNBits`` in int4. Q/K/V and gate/up are fused.
+    ``{name}.scales`` for ``MatMulNBits`` in int4 (symmetric). Q/K/V are fused into one matrix.
     ``progress(done, total)`` is called after each layer.
     """
     if quantization not in ("fp32", "int4"):
@@ -119,8 +115,8 @@ def prepare_initializers(
 
     def linear(name: str, weight: F32) -> None:
         if quantization == "int4":
-            q, s, z = _quantize_int4(np.ascontiguousarray(weight, dtype=np.float32))
-            out[f"{name}.q"], out[f"{name}.scales"], out[f"{name}.zp"] = q, s, z
+            q, s = _quantize_int4(np.ascontiguousarray(weight, dtype=np.float32))
+            out[f"{name}.q"], out[f"{name}.scales"] = q, s
         else:
             out[name] = np.ascontiguousarray(weight.T, dtype=np.float32)
 
@@ -133,7 +129,8 @@ def prepare_initializers(
         out[f"{p}.post_norm"] = np.asarray(layer["post_norm"], np.float32)
         linear(f"{p}.qkv", np.concatenate([layer["q"], layer["k"], layer["v"]], axis=0))
         linear(f"{p}.o", layer["o"])
-        linear(f"{p}.gate_up", np.concatenate([layer["gate"], layer["up"]], axis=0))
+        linear(f"{p}.gate", layer["gate"])
+        linear(f"{p}.up", layer["up"])
         linear(f"{p}.down", layer["down"])
         if progress is not None:
             progress(i + 1, config.num_layers)
@@ -194,7 +191,8 @@ def build_decoder(
         if int4:
             return b.one(
                 "MatMulNBits",
-                [x, f"{wname}.q", f"{wname}.scales", f"{wname}.zp"],
+                [x, f"{wname}.q", f"{wname}.scales"]
+                + ([f"{wname}.zp"] if f"{wname}.zp" in initializers else []),
                 domain="com.microsoft",
                 K=k,
                 N=n,
@@ -209,7 +207,6 @@ def build_decoder(
 
     qkv_n = (nh + 2 * nkv) * hd
     b.const("c_axes1", [1])
-    b.const("c_split_mlp", [c.intermediate_size, c.intermediate_size])
 
     inputs = [
         helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
@@ -353,8 +350,8 @@ def build_decoder(
             domain="com.microsoft",
             epsilon=eps,
         )
-        gate_up = matmul(x, f"{p}.gate_up", hidden, 2 * c.intermediate_size)
-        gate, up = b.op("Split", [gate_up, "c_split_mlp"], 2, axis=-1)
+        gate = matmul(x, f"{p}.gate", hidden, c.intermediate_size)
+        up = matmul(x, f"{p}.up", hidden, c.intermediate_size)
         act = b.one("Mul", [b.one("Mul", [gate, b.one("Sigmoid", [gate])]), up])
         pending = matmul(act, f"{p}.down", c.intermediate_size, hidden)
     final, _, _, _ = b.op(

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import onnx
 import onnxruntime as ort
 import reactivex
 from reactivex import Observable, abc
@@ -68,6 +69,10 @@ def _create_session(path: Path, provider: Provider, threads: int | None) -> tupl
     options.log_severity_level = 3
     if threads is not None:
         options.intra_op_num_threads = threads
+    # Worker threads that spin between the many small kernels of a decode step steal the CPU from
+    # each other (and from everything else) when cores are few or shared: 1.8x slower decoding on
+    # a busy 2-core machine. Blocking waits cost nothing measurable when cores are idle.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     want_cuda = provider == "cuda" or (
         provider == "auto"
         and "CUDAExecutionProvider" in ort.get_available_providers()
@@ -147,6 +152,18 @@ class _Graph:
             )
         self.kv_heads, self.head_dim = int(kv_heads), int(head_dim)
         self.device = "cuda" if self.provider == "cuda" else "cpu"
+        logits_meta = outs["logits"]
+        self.logits_dtype = _DTYPES.get(logits_meta.type, np.float32)
+        vocab = logits_meta.shape[-1] if logits_meta.shape else None
+        self.vocab_out = int(vocab) if isinstance(vocab, int) else (config.vocab_size if config else 0)
+        graph_ops = {n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
+        # fused attention that can share past/present buffers (fp32 logits needed for the fixed buffer)
+        self.shares_buffer = (
+            "GroupQueryAttention" in graph_ops
+            and self.logits_dtype is np.float32
+            and self.vocab_out > 0
+            and logits_meta.type == "tensor(float)"
+        )
 
     def empty_past(self, batch: int) -> list[ort.OrtValue]:
         shape = [batch, self.kv_heads, 0, self.head_dim]
@@ -154,6 +171,10 @@ class _Graph:
             ort.OrtValue.ortvalue_from_shape_and_type(shape, self.kv_dtype, self.device, 0)
             for _ in self.past_names
         ]
+
+    def run_bound(self, binding: ort.IOBinding) -> None:
+        """Run one forward pass on an IO binding (the single place every forward pass goes through)."""
+        self.session.run_with_iobinding(binding)
 
     def step(
         self, feeds: Mapping[str, np.ndarray], past: Sequence[ort.OrtValue]
@@ -167,10 +188,96 @@ class _Graph:
         binding.bind_output("logits", "cpu")
         for name in self.present_names:
             binding.bind_output(name, self.device)
-        self.session.run_with_iobinding(binding)
+        self.run_bound(binding)
         outputs = binding.get_outputs()
         logits: npt.NDArray[np.float32] = outputs[0].numpy()
         return logits, list(outputs[1:])
+
+    def new_cache(self, batch: int, needed: int, limit: int) -> _ConcatCache | _SharedCache:
+        """A KV cache for one generation that will hold ``needed`` positions (at most ``limit``)."""
+        if self.shares_buffer:
+            return _SharedCache(self, batch, needed, limit)
+        return _ConcatCache(self, batch)
+
+
+class _ConcatCache:
+    """KV cache for graphs that concatenate past and new keys: each step's present is the next past."""
+
+    def __init__(self, graph: _Graph, batch: int) -> None:
+        self.graph = graph
+        self.past = graph.empty_past(batch)
+
+    def step(self, feeds: Mapping[str, np.ndarray], total: int) -> npt.NDArray[np.float32]:
+        logits, self.past = self.graph.step(feeds, self.past)
+        return logits
+
+
+class _SharedCache:
+    """KV cache for GroupQueryAttention graphs: one buffer per layer, bound as both past and present.
+
+    The attention op writes the new keys/values in place (ORT's past/present buffer sharing), so a
+    decode step copies no cache. One IO binding is reused for the whole generation; only the ids,
+    the mask and the logits are bound again each step. On CPU the buffers are numpy arrays that grow
+    (doubling) when a generation outlives them; on CUDA they are allocated once for ``needed``.
+    """
+
+    _GROW_FROM = 256
+
+    def __init__(self, graph: _Graph, batch: int, needed: int, limit: int) -> None:
+        self.graph = graph
+        self.batch = batch
+        self.limit = limit
+        self.binding = graph.session.io_binding()
+        self.capacity = 0
+        self.arrays: list[np.ndarray] = []
+        self.values: list[ort.OrtValue] = []
+        first = needed if graph.device == "cuda" else min(needed, max(self._GROW_FROM, 1))
+        self._resize(min(max(first, 1), limit), used=0)
+        self.logits_buffer: ort.OrtValue | None = None
+
+    def _resize(self, capacity: int, used: int) -> None:
+        g = self.graph
+        shape = [self.batch, g.kv_heads, capacity, g.head_dim]
+        if g.device == "cuda":
+            if self.values:
+                raise RuntimeError("generate: the CUDA KV cache is full (capacity fixed at the start)")
+            self.values = [
+                ort.OrtValue.ortvalue_from_shape_and_type(shape, g.kv_dtype, "cuda", 0) for _ in g.past_names
+            ]
+        else:
+            arrays = [np.zeros(shape, dtype=g.kv_dtype) for _ in g.past_names]
+            for new, old in zip(arrays, self.arrays, strict=False):
+                new[:, :, :used] = old[:, :, :used]
+            self.arrays = arrays
+            self.values = [ort.OrtValue.ortvalue_from_numpy(a) for a in arrays]
+        self.capacity = capacity
+        for name, value in zip(g.past_names, self.values, strict=True):
+            self.binding.bind_ortvalue_input(name, value)
+        for name, value in zip(g.present_names, self.values, strict=True):
+            self.binding.bind_ortvalue_output(name, value)
+
+    def step(self, feeds: Mapping[str, np.ndarray], total: int) -> npt.NDArray[np.float32]:
+        if total > self.capacity:
+            if total > self.limit:
+                raise RuntimeError(f"generate: {total} positions exceed the context length {self.limit}")
+            self._resize(
+                min(max(total, 2 * self.capacity), self.limit), used=total - feeds["input_ids"].shape[1]
+            )
+        b = self.binding
+        for name, array in feeds.items():
+            b.bind_cpu_input(name, array)
+        seq = int(feeds["input_ids"].shape[1])
+        logits = self.logits_buffer
+        if logits is None or seq != 1:
+            logits = ort.OrtValue.ortvalue_from_shape_and_type(
+                [self.batch, seq, self.graph.vocab_out], np.float32, "cpu", 0
+            )
+            if seq == 1:
+                self.logits_buffer = logits
+        b.bind_ortvalue_output("logits", logits)
+        self.graph.run_bound(b)
+        out: npt.NDArray[np.float32] = logits.numpy()
+        return out
 
 
 class _Generation:
@@ -270,7 +377,7 @@ class OnnxModel:
         ``tokenizer_config.json`` (EOS ids, chat template) are read when present. ``provider``:
         ``"cpu"``, ``"cuda"`` (an error if CUDA cannot start) or ``"auto"`` (CUDA when it works,
         else CPU, quietly); :attr:`provider` says which one runs. ``threads``: ONNX Runtime intra-op
-        threads (default: one per physical core).
+        threads (default: one per physical core; they block instead of spinning between kernels).
         """
         directory = Path(path).expanduser()
         if not directory.exists():
@@ -577,7 +684,7 @@ class OnnxModel:
         eos: frozenset[int],
     ) -> Finish | None:
         graph = self._graph
-        past = graph.empty_past(1)
+        cache = graph.new_cache(1, len(prompt) + max_new_tokens, self.max_length)
         ids = np.asarray([prompt], dtype=np.int64)
         total = len(prompt)
         produced = 0
@@ -589,7 +696,7 @@ class OnnxModel:
             feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64)}
             if graph.has_position_ids:
                 feeds["position_ids"] = np.arange(total - ids.shape[1], total, dtype=np.int64)[None, :]
-            logits, past = graph.step(feeds, past)
+            logits = cache.step(feeds, total)
             token = sampler(logits[0, -1])
             if token in stops:
                 return Finish(FinishReason.STOP, stop=token)

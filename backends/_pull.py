@@ -58,6 +58,8 @@ KNOWN_MODELS: dict[str, ModelSource] = {
 """The models :func:`pull_model` knows by name."""
 
 _COMPLETE = ".complete"
+_FORMAT = "rxstream-onnx-format 2"
+"""Written into the completion marker; a cached directory converted by another format is rebuilt."""
 
 
 def default_cache_dir() -> Path:
@@ -187,8 +189,10 @@ def pull_model(
     source = KNOWN_MODELS[name]
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     target = cache / "models" / f"{source.dirname}-{quantization}"
-    if not force and (target / _COMPLETE).is_file() and (target / MODEL_FILE).is_file():
-        return target
+    marker = target / _COMPLETE
+    if not force and marker.is_file() and (target / MODEL_FILE).is_file():
+        if marker.read_text(encoding="utf-8").startswith(_FORMAT):
+            return target
     bar = _Progress(progress)
     gguf_path = _fetch_gguf(source, cache / "downloads", bar)
     convert_gguf(gguf_path, target, quantization=quantization, progress=progress)
@@ -231,9 +235,8 @@ def convert_gguf(
             bos_token=model.bos_token,
             pad_token=model.pad_token,
         )
-        (tmp / _COMPLETE).write_text(
-            f"converted from {Path(gguf_path).name} ({quantization})\n", encoding="utf-8"
-        )
+        note = f"{_FORMAT}\nconverted from {Path(gguf_path).name} ({quantization})\n"
+        (tmp / _COMPLETE).write_text(note, encoding="utf-8")
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)

