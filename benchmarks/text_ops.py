@@ -33,6 +33,7 @@ from typing import Any
 
 import reactivex as rx
 from reactivex import Observable, abc
+
 from rxstream.operators import replace, stop
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -27,7 +27,8 @@ CORPUS = [
     "User: What is the capital of Italy?",
     "Paris is on the Seine; 🗼 café crème, naïve résumé.",
 ]
-RECORDED = "The capital of France is Paris.<NL>Famous for the Eiffel Tower 🗼 and café crème.\nUser: and Italy?"
+RECORDED = ("The capital of France is Paris.<NL>Famous for the Eiffel Tower 🗼 and café crème."
+            "\nUser: and Italy?")
 
 
 def build_tokenizer() -> Tokenizer:

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 import reactivex as rx
 from reactivex.subject import Subject
+
+from rxstream import Finish, FinishReason, FinishRecorder
 from rxstream.operators import (
     deltas,
     hold_back,
@@ -19,8 +21,6 @@ from rxstream.operators import (
     stop,
     stop_on_tokens,
 )
-
-from rxstream import Finish, FinishReason, FinishRecorder
 
 
 @pytest.mark.parametrize(

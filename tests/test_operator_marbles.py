@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
-import rxstream.operators as O
 from reactivex import operators as ops
+
+import rxstream.operators as O
+from rxstream import Finish, FinishReason, FinishRecorder
 from rxstream.operators import (
     deltas,
     hold_back,
@@ -15,8 +17,6 @@ from rxstream.operators import (
     stop,
     stop_on_tokens,
 )
-
-from rxstream import Finish, FinishReason, FinishRecorder
 from rxstream.testing import MarbleMismatch, MarbleTest, check_docstring_marbles, docstring_marbles
 
 

@@ -8,9 +8,9 @@ import reactivex as rx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reactivex import Observable
-from rxstream.operators import deltas, hold_back, replace, snapshots, stop
 
 from rxstream import Finish, FinishReason, FinishRecorder, Piece
+from rxstream.operators import deltas, hold_back, replace, snapshots, stop
 from tests.reference import batch_replace, batch_stop, replace_emitted, replace_resolved, stop_state
 
 ALPHA = "ab<>|\n"

@@ -6,9 +6,9 @@ import threading
 import time
 
 import pytest
-from rxstream.operators import replace, stop
 
 from rxstream import Finish, FinishReason, FinishRecorder, Piece, replay, run_text
+from rxstream.operators import replace, stop
 from rxstream.testing import MarbleTest
 
 
