@@ -49,9 +49,8 @@ from tokenizers.decoders import DecodeStream
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rxstream.operators import detokenize  # noqa: E402
-
 from rxstream import StreamDetokenizer  # noqa: E402
+from rxstream.operators import detokenize  # noqa: E402
 from tests import tokenizer_factory as tf  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"

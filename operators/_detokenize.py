@@ -86,8 +86,11 @@ def detokenize(
     for i in prompt:
         if type(i) is not int:
             raise TypeError(f"detokenize: prompt_ids must be ints, got {describe(i)}")
-    # Build the table (and check the prompt ids) once, before any subscription.
-    StreamDetokenizer(tok, skip_special_tokens=skip, prompt_ids=prompt)
+    # Build the table once, before any subscription (and check the prompt ids).
+    if prompt:
+        StreamDetokenizer(tok, skip_special_tokens=skip, prompt_ids=prompt)
+    else:
+        tok.decode_table(skip)
 
     def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
         det = StreamDetokenizer(tok, skip_special_tokens=skip, prompt_ids=prompt)

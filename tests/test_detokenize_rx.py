@@ -9,9 +9,9 @@ import reactivex as rx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reactivex import operators as ops
-from rxstream.operators import detokenize
 
 from rxstream import Piece
+from rxstream.operators import detokenize
 from rxstream.testing import MarbleTest, check_docstring_marbles
 
 from . import tokenizer_factory as tf
