@@ -16,7 +16,9 @@ chunks as an LLM stream would deliver them. Each engine runs as an Rx operator o
 Two pattern sets: *markup* (tags and special tokens, what replace/stop are mostly used for) and
 *words* (ordinary words that occur in the text: every letter can start a pattern, the hard case
 for skipping ahead). Results go to ``benchmarks/results/text_ops.md`` (and ``.json``); ratios
-matter, not absolute times (the machine is shared and noisy).
+matter, not absolute times. Times are CPU time of this process (``time.process_time``): everything
+runs on one thread, so this equals wall time on an idle machine and is not inflated when other
+work shares the cores.
 """
 
 from __future__ import annotations
@@ -240,9 +242,9 @@ class TokFlowStop:
 # -- timing ------------------------------------------------------------------------------------------
 def run_once(chunks: list[str], op: Callable[[Observable[str]], Observable[str]]) -> tuple[float, str]:
     out: list[str] = []
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     rx.from_iterable(chunks).pipe(op).subscribe(out.append)
-    return time.perf_counter() - t0, "".join(out)
+    return time.process_time() - t0, "".join(out)
 
 
 def measure(chunks: list[str], op_factory: Callable[[], Callable[[Observable[str]], Observable[str]]],
@@ -326,8 +328,8 @@ def write_results(rows: list[dict[str, Any]], *, text_len: int, quick: bool) -> 
         "",
         f"Command: `.venv/bin/python benchmarks/text_ops.py{' --quick' if quick else ''}` "
         f"-- {text_len:,} chars in {CHUNK}-char chunks through `reactivex.from_iterable(...).pipe(op)`; "
-        f"Python {platform.python_version()}, {platform.machine()}. Best of 3 runs; slow peers run "
-        "on a prefix of the text (column `peer chars`).",
+        f"Python {platform.python_version()}, {platform.machine()}. Best of 3 runs, CPU time of the "
+        "(single-threaded) run; slow peers run on a prefix of the text (column `peer chars`).",
         "",
         "| patterns | n | op | rxstream M chars/s | vs 1 pattern | naive M chars/s | rxstream/naive |"
         " tokflow chars/s | rxstream/tokflow | peer chars (naive, tokflow) |",
