@@ -55,6 +55,13 @@ def detokenize(
     strings are never emitted. When the source completes, held bytes are flushed (an incomplete
     character becomes U+FFFD).
 
+    The concatenated output equals ``tokenizer.decode(ids, skip_special_tokens=...)`` whenever the
+    ids' bytes are valid UTF-8. Where they are not, one difference is deliberate: Hugging Face's
+    ``ByteFallback`` decoder turns a whole run of ``<0xXX>`` tokens into U+FFFD (one per byte) as
+    soon as any byte of the run is invalid, complete characters included; the stream has already
+    emitted those characters and never retracts text, so it shows one U+FFFD per invalid part
+    (``<0xE4><0xB8><0xAD><0xFF>`` gives "中\ufffd" here, four U+FFFD from ``decode``).
+
     Args:
         tokenizer: a ``tokenizers.Tokenizer``, a ``transformers`` fast tokenizer, a
             ``tiktoken.Encoding`` or a :class:`~rxstream.TokenizerProtocol`.

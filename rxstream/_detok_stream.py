@@ -13,6 +13,11 @@ Two engines sit behind one class:
   than raising.
 
 Neither keeps a list of all ids: memory per stream is bounded.
+
+Invalid UTF-8 is where the stream and ``tokenizer.decode`` may differ: Hugging Face's ByteFallback
+decoder turns a whole run of byte tokens into U+FFFD (one per byte) when any byte of it is
+invalid, complete characters included, while the stream has already emitted those characters and
+never retracts text (one U+FFFD per maximal invalid part, as Python's ``errors="replace"``).
 """
 
 from __future__ import annotations

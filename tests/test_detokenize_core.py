@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tokenizers import Tokenizer, decoders
+from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+from tokenizers import models as tk_models
 
 from rxstream import StreamDetokenizer, TokenizerProtocol
 from rxstream._detok_protocol import HFTokenizerAdapter, as_detok_tokenizer
@@ -239,3 +240,32 @@ def test_custom_protocol_tokenizer() -> None:
     det = StreamDetokenizer(custom)
     ids = [ord(c) + 1 for c in "héllo 😀"]
     assert "".join(stream(det, ids)) == "héllo 😀"
+
+
+def test_windowed_fallback_bpe_decoder_is_exact() -> None:
+    """A BPEDecoder (``</w>`` word suffix) depends on which token is last: no table, but the
+    windowed decode reproduces ``decode`` on valid text."""
+    tok = Tokenizer(tk_models.BPE(end_of_word_suffix="</w>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.BPEDecoder(suffix="</w>")
+    tok.train_from_iterator(
+        tf.corpus(100_000),
+        trainers.BpeTrainer(vocab_size=800, end_of_word_suffix="</w>", show_progress=False),
+    )
+    for text in SAMPLES[:5]:
+        ids = tok.encode(text).ids
+        det = StreamDetokenizer(tok)
+        assert not det.exact
+        assert "".join(stream(det, ids)) == tok.decode(ids)
+
+
+def test_documented_byte_fallback_difference() -> None:
+    """Where a byte run is invalid, HF's ByteFallback decoder rewrites the whole run as U+FFFD (one
+    per byte), complete characters included; the stream has already emitted the complete
+    characters and never retracts them: it emits one U+FFFD per invalid subpart instead."""
+    tok = tf.llama()
+    ids = [tok.token_to_id(f"<0x{b:02X}>") for b in "中".encode() + b"\xff"]
+    det = StreamDetokenizer(tok)
+    deltas = stream(det, ids)
+    assert deltas == ["中", "\ufffd"]
+    assert tok.decode(ids) == "\ufffd" * 4
