@@ -70,7 +70,10 @@ def detokenize(
             split across the prompt/generation boundary); prompt text is never emitted.
         aligned: emit :class:`~rxstream.Piece` items that carry the ids whose text they complete
             (ids that give no text yet travel with the next piece; at completion the ids still
-            held are emitted with whatever text they give, possibly "").
+            held are emitted with whatever text they give, possibly ""). Items may also be
+            :class:`~rxstream.Piece` values from a backend that reports log-probabilities: their
+            ``ids`` are detokenized (their ``text`` is ignored), and in aligned mode each output
+            piece carries the logprobs of its ids (None when any of its ids came without one).
 
     Raises:
         TypeError: at construction, for an unsupported tokenizer.
@@ -148,6 +151,8 @@ class _TextSink(OperatorSink[Any, str]):
         try:
             if type(value) is int:
                 text = self.push_one(value)
+            elif isinstance(value, Piece):
+                text = self.push_many(value.ids)
             else:
                 ids = as_id_tuple("detokenize", value)
                 text = self.push_one(int(value)) if ids is None else self.push_many(ids)
@@ -168,31 +173,41 @@ class _TextSink(OperatorSink[Any, str]):
 
 
 class _AlignedSink(OperatorSink[Any, Piece]):
-    __slots__ = ("det", "held")
+    __slots__ = ("det", "held", "held_lps")
 
     def __init__(self, observer: abc.ObserverBase[Piece], det: StreamDetokenizer) -> None:
         super().__init__("detokenize", observer)
         self.det = det
         self.held: list[int] = []
+        self.held_lps: list[float | None] = []
+
+    def _piece(self, text: str) -> Piece:
+        lps = self.held_lps
+        logprobs = None if any(lp is None for lp in lps) else tuple(lp for lp in lps if lp is not None)
+        piece = Piece(text, tuple(self.held), logprobs)
+        self.held.clear()
+        lps.clear()
+        return piece
 
     def on_next(self, value: Any) -> None:
-        ids = as_id_tuple("detokenize", value)
-        if ids is None:
-            ids = (int(value),)
+        logprobs: Sequence[float | None]
+        if isinstance(value, Piece):
+            ids = tuple(value.ids)
+            logprobs = value.logprobs if value.logprobs is not None else [None] * len(ids)
+        else:
+            found = as_id_tuple("detokenize", value)
+            ids = (int(value),) if found is None else found
+            logprobs = [None] * len(ids)
         push_one = self.det.push_one
-        held = self.held
-        for i in ids:
+        for i, lp in zip(ids, logprobs, strict=True):
             text = push_one(i)
-            held.append(i)
+            self.held.append(i)
+            self.held_lps.append(lp)
             if text:
-                piece = Piece(text, tuple(held))
-                held.clear()
-                self.observer.on_next(piece)
+                self.observer.on_next(self._piece(text))
 
     def on_completed(self) -> None:
         text = self.det.finish()
         if text or self.held:
-            piece = Piece(text, tuple(self.held))
-            self.held.clear()
-            self.observer.on_next(piece)
+            self.observer.on_next(self._piece(text))
         self.end(Finish(FinishReason.EOS), dispose=False)

@@ -181,3 +181,18 @@ def test_aligned_properties(text: str, sizes: list[int], emoji: str, skip: bool)
     assert [i for p in pieces for i in p.ids] == ids  # every id exactly once, in order
     assert all(p.text for p in pieces[:-1])
     assert all(p.ids for p in pieces)
+
+
+def test_aligned_input_pieces_keep_logprobs_aligned() -> None:
+    tok = tf.byte_tokenizer()
+    data = list("a中b".encode())  # a, three bytes of 中, b
+    items = [Piece("", (data[0], data[1]), (-0.1, -0.2)), Piece("", (data[2], data[3]), (-0.3, -0.4)),
+             data[4]]
+    out = rx.from_iterable(items).pipe(detokenize(tok, aligned=True), ops.to_list()).run()
+    assert out == [
+        Piece("a", (data[0],), (-0.1,)),
+        Piece("中", (data[1], data[2], data[3]), (-0.2, -0.3, -0.4)),
+        Piece("b", (data[4],), None),  # a plain int id carries no logprob
+    ]
+    text = rx.from_iterable(items).pipe(detokenize(tok), ops.to_list()).run()
+    assert text == ["a", "中", "b"]
