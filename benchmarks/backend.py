@@ -35,11 +35,11 @@ from typing import Any
 import onnxruntime as ort
 import reactivex
 from reactivex import operators as ops
+
+from rxstream import FinishRecorder
 from rxstream.backends import OnnxModel, default_cache_dir, pull_model
 from rxstream.backends._hf import export_hf_folder
 from rxstream.operators import detokenize, replace, stop
-
-from rxstream import FinishRecorder
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -188,6 +188,13 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--og-python", type=Path, default=ROOT / ".venv-og" / "bin" / "python")
     parser.add_argument("--quant", nargs="+", default=["fp32", "int4"], choices=["fp32", "int4"])
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="ONNX Runtime intra-op threads for rxstream (default: ORT's default)",
+    )
+    parser.add_argument("--suffix", default="", help="write backend<suffix>.md/.json instead")
     args = parser.parse_args()
 
     cache = default_cache_dir()
@@ -213,7 +220,7 @@ def main() -> int:
         "models": {},
     }
     for q in args.quant:
-        model = OnnxModel.load(dirs[q], provider="cpu")
+        model = OnnxModel.load(dirs[q], provider="cpu", threads=args.threads)
         prompt = model.encode_chat([{"role": "user", "content": PROMPT}])
         ours: list[dict[str, Any]] = []
         og: list[dict[str, Any]] = []
@@ -253,8 +260,10 @@ def main() -> int:
         del model
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "backend.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    (RESULTS / "backend.md").write_text(render(results), encoding="utf-8")
+    (RESULTS / f"backend{args.suffix}.json").write_text(
+        json.dumps(results, indent=2) + "\n", encoding="utf-8"
+    )
+    (RESULTS / f"backend{args.suffix}.md").write_text(render(results), encoding="utf-8")
     print(render(results))
     return 0
 
@@ -268,6 +277,7 @@ def render(results: dict[str, Any]) -> str:
         f"{results['new_tokens']} new tokens, EOS ignored, CPU only. Machine: {m['cpus']} CPUs, "
         f"{m['platform']}, Python {m['python']}, onnxruntime {m['onnxruntime']} (rxstream); "
         "onnxruntime-genai in its own venv. "
+        f"rxstream intra-op threads: {results.get('threads') or 'ORT default'}. "
         "Medians over alternating runs. Produced by `python benchmarks/backend.py`.",
         "",
         "| model | prompt tokens | rxstream decode tok/s | og decode tok/s | ratio | rxstream TTFT ms "

@@ -16,9 +16,9 @@ import pytest
 from onnx import TensorProto, helper
 from reactivex import operators as ops
 from reactivex.scheduler import NewThreadScheduler
-from rxstream.backends import OnnxModel, build_tiny_model
 
 from rxstream import Finish, FinishReason, FinishRecorder
+from rxstream.backends import OnnxModel, build_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -459,3 +459,39 @@ def test_shared_kv_buffer_grows_past_its_first_capacity(model: OnnxModel, gqa_mo
     concat = collect(model, prompt, max_new_tokens=n, ignore_eos=True)
     assert len(shared) == n
     assert shared == concat
+
+
+def test_loads_the_onnxruntime_genai_layout(gqa_dir: Path, tmp_path: Path) -> None:
+    """A directory as the onnxruntime-genai builder writes it: genai_config.json, no config.json."""
+    og_dir = Path(shutil.copytree(gqa_dir, tmp_path / "og"))
+    cfg = json.loads((og_dir / "config.json").read_text())
+    (og_dir / "config.json").unlink()
+    (og_dir / "generation_config.json").unlink()
+    (og_dir / "model_plain.onnx").unlink()
+    genai = {
+        "model": {
+            "type": "llama",
+            "vocab_size": cfg["vocab_size"],
+            "context_length": cfg["max_position_embeddings"],
+            "eos_token_id": [2],
+            "bos_token_id": 1,
+            "pad_token_id": 0,
+            "decoder": {
+                "head_size": cfg["head_dim"],
+                "hidden_size": cfg["hidden_size"],
+                "num_attention_heads": cfg["num_attention_heads"],
+                "num_key_value_heads": cfg["num_key_value_heads"],
+                "num_hidden_layers": cfg["num_hidden_layers"],
+            },
+        }
+    }
+    (og_dir / "genai_config.json").write_text(json.dumps(genai))
+    m = OnnxModel.load(og_dir)
+    ref = OnnxModel.load(gqa_dir)
+    assert m.eos_token_ids == frozenset({2})
+    prompt = prompt_of(ref)
+    assert collect(m, prompt, max_new_tokens=10, ignore_eos=True) == collect(
+        ref, prompt, max_new_tokens=10, ignore_eos=True
+    )
+    with pytest.raises(ValueError, match="left-padded"):
+        m.generate_batch([prompt, prompt[:3]])

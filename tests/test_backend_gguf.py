@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import quants
+
 from rxstream.backends import OnnxModel
 from rxstream.backends._config import DecoderConfig
 from rxstream.backends._export import write_model_dir

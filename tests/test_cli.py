@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from reactivex import operators as ops
-from rxstream.backends import OnnxModel, build_tiny_model
 
+from rxstream.backends import OnnxModel, build_tiny_model
 from rxstream.cli import build_parser, main
 
 

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 from reactivex import operators as ops
-from rxstream.backends import OnnxModel, pull_model
 
 from rxstream import Finish, FinishReason, FinishRecorder
+from rxstream.backends import OnnxModel, pull_model
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
