@@ -180,6 +180,7 @@ def pipeline_run(model: OnnxModel, prompt: list[int], new_tokens: int) -> dict[s
 
 
 def main() -> int:
+    """Run the benchmark (or, with ``--render``, rewrite the markdown from an existing JSON file)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -195,7 +196,12 @@ def main() -> int:
         help="ONNX Runtime intra-op threads for rxstream (default: ORT's default)",
     )
     parser.add_argument("--suffix", default="", help="write backend<suffix>.md/.json instead")
+    parser.add_argument("--render", action="store_true", help="only rewrite backend<suffix>.md from its JSON")
     args = parser.parse_args()
+    if args.render:
+        saved = json.loads((RESULTS / f"backend{args.suffix}.json").read_text(encoding="utf-8"))
+        (RESULTS / f"backend{args.suffix}.md").write_text(render(saved), encoding="utf-8")
+        return 0
 
     cache = default_cache_dir()
     dirs = {q: pull_model("smollm2", quantization=q) for q in args.quant}  # type: ignore[arg-type]
@@ -310,6 +316,25 @@ def render(results: dict[str, Any]) -> str:
             f"| {q} | {p['us_per_token']:.1f} | {p['generation_ms_per_token']:.2f} | "
             f"{p['overhead_pct']:.2f}% | {p['end_to_end_tok_s']:.1f} |"
         )
+    lines += [
+        "",
+        "Notes:",
+        "",
+        "- The CPUs are shared with other work, so single runs vary by +-20%; the runtimes alternate and "
+        "the medians are compared. Rerun with `--threads 1` (written to `backend.threads1.md`) to see "
+        "the effect of ONNX Runtime's thread pool on this machine: with one intra-op thread rxstream "
+        "decodes int4 as fast as onnxruntime-genai; with ORT's default pool it is slower on int4 "
+        "(small MatMulNBits kernels gain little from a second thread and pay its wake-ups).",
+        "- Loaded by rxstream's own loop, onnxruntime-genai's model files run at the same speed as "
+        "rxstream's: the graphs are equivalent (packed QKV, GroupQueryAttention with in-place KV "
+        "buffers, SkipSimplifiedLayerNormalization; MatMul fp32 or symmetric int4 MatMulNBits with "
+        "accuracy level 4).",
+        "- int4: both quantize the same fp32 weights with symmetric round-to-nearest blocks of 32 but "
+        "differ in rounding details, so their greedy texts differ after a few tokens; rxstream's int4 "
+        "model still answers the France question with Paris (tests/test_model_real.py).",
+        "- TTFT includes the prompt's forward pass (full logits for every prompt position, as the "
+        "Optimum layout defines).",
+    ]
     lines += ["", "First generated ids (same weights, greedy) — rxstream vs og:", ""]
     for q, e in results["models"].items():
         og_ids = e.get("og", {}).get("first_ids", "n/a")
