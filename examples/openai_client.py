@@ -19,18 +19,16 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
-from rxstream.backends.openai import OpenAIBackend
-from rxstream.operators import replace, stop
-
 from rxstream import FinishRecorder
 from rxstream.aio import to_async_iterable
+from rxstream.backends.openai import OpenAIBackend
+from rxstream.operators import replace, stop
 
 
 @contextlib.contextmanager
 def demo_server() -> Iterator[str]:
     """An in-process ``rxstream serve`` over the tiny random-weight model (its answers are gibberish)."""
     from rxstream.backends import OnnxModel, build_tiny_model
-
     from rxstream.server import create_app, run_in_thread
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import reactivex
-from rxstream.backends.openai import OpenAIBackend, OpenAIBackendError
 
 from rxstream import FinishReason, FinishRecorder, Piece
+from rxstream.backends.openai import OpenAIBackend, OpenAIBackendError
 
 
 class Script:

@@ -15,11 +15,11 @@ import openai
 import pytest
 import reactivex
 from reactivex import operators as ops
+
+from rxstream import Finish, FinishReason, FinishRecorder
 from rxstream.backends import OnnxModel, build_tiny_model
 from rxstream.backends.openai import OpenAIBackend
 from rxstream.operators import detokenize, replace, stop
-
-from rxstream import Finish, FinishReason, FinishRecorder
 from rxstream.server import ServerLimits, create_app, run_in_thread
 
 MAX_CONCURRENCY = 3

@@ -20,8 +20,8 @@ import httpx
 import pytest
 import reactivex
 from reactivex import operators as ops
-from rxstream.backends import OnnxModel, build_tiny_model
 
+from rxstream.backends import OnnxModel, build_tiny_model
 from rxstream.server import create_app, run_in_thread
 
 CHROMIUM = Path("/usr/bin/chromium")
