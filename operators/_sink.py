@@ -8,6 +8,7 @@ reports the :class:`~rxstream.Finish` once, routes failures of the operator's ow
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -30,7 +31,7 @@ def describe(value: object) -> str:
     return f"{type(value).__name__}: {text}"
 
 
-class OperatorSink(Generic[_In, _Out]):
+class OperatorSink(ABC, Generic[_In, _Out]):
     """State of one subscription of an operator.
 
     Subclasses implement :meth:`on_next` and :meth:`on_completed` and call :meth:`emit`,
@@ -71,8 +72,9 @@ class OperatorSink(Generic[_In, _Out]):
         except Exception as exc:
             self.fail(exc)
 
+    @abstractmethod
     def on_next(self, value: _In) -> None:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """Handle one item from upstream (exceptions are routed to :meth:`fail`)."""
 
     def on_completed(self) -> None:
         """Default: the source ended by itself."""
