@@ -61,7 +61,9 @@ def _nvidia_device_present() -> bool:
     return True
 
 
-def _create_session(path: Path, provider: Provider, threads: int | None) -> tuple[ort.InferenceSession, str]:
+def _create_session(
+    path: Path, provider: Provider, threads: int | None, spinning: bool = True
+) -> tuple[ort.InferenceSession, str]:
     if provider not in ("auto", "cpu", "cuda"):
         raise ValueError(f"OnnxModel: provider must be 'auto', 'cpu' or 'cuda', got {provider!r}")
     options = ort.SessionOptions()
@@ -69,10 +71,11 @@ def _create_session(path: Path, provider: Provider, threads: int | None) -> tupl
     options.log_severity_level = 3
     if threads is not None:
         options.intra_op_num_threads = threads
-    # Worker threads that spin between the many small kernels of a decode step steal the CPU from
-    # each other (and from everything else) when cores are few or shared: 1.8x slower decoding on
-    # a busy 2-core machine. Blocking waits cost nothing measurable when cores are idle.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # A decode step is hundreds of small kernels. Intra-op workers that spin between them (ORT's
+    # default) keep the step fast when the cores are free: on 2 idle cores int4 decodes ~1.4x and
+    # fp32 ~1.1x faster than with blocking waits. On cores busy with other work the spinning steals
+    # the CPU instead; ``spinning=False`` makes the workers block (better there, worse when idle).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     want_cuda = provider == "cuda" or (
         provider == "auto"
         and "CUDAExecutionProvider" in ort.get_available_providers()
@@ -99,9 +102,14 @@ class _Graph:
     """One ONNX session plus the names and shapes of its KV cache."""
 
     def __init__(
-        self, path: Path, provider: Provider, threads: int | None, config: DecoderConfig | None
+        self,
+        path: Path,
+        provider: Provider,
+        threads: int | None,
+        config: DecoderConfig | None,
+        spinning: bool = True,
     ) -> None:
-        self.session, self.provider = _create_session(path, provider, threads)
+        self.session, self.provider = _create_session(path, provider, threads, spinning)
         self.path = path
         ins = {i.name: i for i in self.session.get_inputs()}
         outs = {o.name: o for o in self.session.get_outputs()}
@@ -350,6 +358,7 @@ class OnnxModel:
         chat_template: ChatTemplate | None,
         provider_request: Provider,
         threads: int | None,
+        spinning: bool = True,
     ) -> None:
         self.directory = directory
         self._graph = graph
@@ -360,6 +369,7 @@ class OnnxModel:
         self._chat_template = chat_template
         self._provider_request: Provider = provider_request
         self._threads = threads
+        self._spinning = spinning
         self._active = 0
         self._active_lock = threading.Lock()
         self.vocab_size = (
@@ -369,7 +379,14 @@ class OnnxModel:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, path: str | Path, *, provider: Provider = "auto", threads: int | None = None) -> OnnxModel:
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        provider: Provider = "auto",
+        threads: int | None = None,
+        spinning: bool = True,
+    ) -> OnnxModel:
         """Load a model directory.
 
         It must hold ``model.onnx`` (with its external data), ``tokenizer.json`` and ``config.json``
@@ -377,7 +394,9 @@ class OnnxModel:
         ``tokenizer_config.json`` (EOS ids, chat template) are read when present. ``provider``:
         ``"cpu"``, ``"cuda"`` (an error if CUDA cannot start) or ``"auto"`` (CUDA when it works,
         else CPU, quietly); :attr:`provider` says which one runs. ``threads``: ONNX Runtime intra-op
-        threads (default: one per physical core; they block instead of spinning between kernels).
+        threads (default: one per physical core). ``spinning``: whether those threads spin between
+        kernels (ONNX Runtime's default; fastest when the cores are otherwise idle) or block (better
+        when the cores are shared with other busy work).
         """
         directory = Path(path).expanduser()
         if not directory.exists():
@@ -433,14 +452,16 @@ class OnnxModel:
             else None
         )
 
-        graph = _Graph(model_file, provider, threads, config)
+        graph = _Graph(model_file, provider, threads, config, spinning)
         if config.num_layers != graph.num_layers:
             raise ValueError(
                 f"OnnxModel.load: {model_file.name} has {graph.num_layers} layers of KV cache but "
                 f"config.json "
                 f"says num_hidden_layers={config.num_layers}"
             )
-        return cls(directory, graph, tokenizer, config, frozenset(eos), template, provider, threads)
+        return cls(
+            directory, graph, tokenizer, config, frozenset(eos), template, provider, threads, spinning
+        )
 
     @classmethod
     def from_pretrained(
@@ -452,6 +473,7 @@ class OnnxModel:
         cache_dir: str | Path | None = None,
         progress: bool = True,
         threads: int | None = None,
+        spinning: bool = True,
     ) -> OnnxModel:
         """Load a model directory, or a known model by name (``"smollm2"``), pulling it on first use.
 
@@ -462,7 +484,7 @@ class OnnxModel:
 
         candidate = Path(name_or_path).expanduser()
         if candidate.is_dir():
-            return cls.load(candidate, provider=provider, threads=threads)
+            return cls.load(candidate, provider=provider, threads=threads, spinning=spinning)
         name = str(name_or_path)
         if name not in KNOWN_MODELS:
             raise ValueError(
@@ -470,7 +492,7 @@ class OnnxModel:
                 f"({', '.join(sorted(KNOWN_MODELS))})"
             )
         directory = pull_model(name, cache_dir=cache_dir, progress=progress, quantization=quantization)
-        return cls.load(directory, provider=provider, threads=threads)
+        return cls.load(directory, provider=provider, threads=threads, spinning=spinning)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -684,18 +706,24 @@ class OnnxModel:
         eos: frozenset[int],
     ) -> Finish | None:
         graph = self._graph
-        cache = graph.new_cache(1, len(prompt) + max_new_tokens, self.max_length)
+        needed = min(len(prompt) + max_new_tokens, self.max_length)
+        cache = graph.new_cache(1, needed, self.max_length)
+        # every per-step input is a view of one buffer made here: a decode step allocates nothing
+        ones = np.ones((1, needed), np.int64)
+        positions = np.arange(needed, dtype=np.int64)[None, :]
+        next_id = np.zeros((1, 1), np.int64)
         ids = np.asarray([prompt], dtype=np.int64)
         total = len(prompt)
         produced = 0
+        has_positions = graph.has_position_ids
         while True:
             if run.cancelled:
                 return None
             if produced >= max_new_tokens or total >= self.max_length:
                 return Finish(FinishReason.LENGTH)
-            feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64)}
-            if graph.has_position_ids:
-                feeds["position_ids"] = np.arange(total - ids.shape[1], total, dtype=np.int64)[None, :]
+            feeds = {"input_ids": ids, "attention_mask": ones[:, :total]}
+            if has_positions:
+                feeds["position_ids"] = positions[:, total - ids.shape[1] : total]
             logits = cache.step(feeds, total)
             token = sampler(logits[0, -1])
             if token in stops:
@@ -707,7 +735,8 @@ class OnnxModel:
             observer.on_next(token)
             produced += 1
             total += 1
-            ids = np.asarray([[token]], dtype=np.int64)
+            next_id[0, 0] = token
+            ids = next_id
 
     # ------------------------------------------------------------------ batches
     def _plain_graph(self) -> _Graph:
@@ -718,7 +747,9 @@ class OnnxModel:
                     f"OnnxModel: {self._graph.path.name} uses fused attention without position_ids, which "
                     f"cannot run left-padded batches, and there is no {BATCH_MODEL_FILE} in {self.directory}"
                 )
-            self._batch_graph = _Graph(path, self._provider_request, self._threads, self.config)
+            self._batch_graph = _Graph(
+                path, self._provider_request, self._threads, self.config, self._spinning
+            )
         return self._batch_graph
 
     def generate_batch(
