@@ -495,3 +495,28 @@ def test_loads_the_onnxruntime_genai_layout(gqa_dir: Path, tmp_path: Path) -> No
     )
     with pytest.raises(ValueError, match="left-padded"):
         m.generate_batch([prompt, prompt[:3]])
+
+
+@pytest.mark.parametrize("spinning", [True, False])
+def test_spinning_option_sets_the_session_and_keeps_the_ids(
+    spinning: bool, gqa_dir: Path, gqa_model: OnnxModel
+) -> None:
+    m = OnnxModel.load(gqa_dir, provider="cpu", threads=2, spinning=spinning)
+    entry = m._graph.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+    assert entry == ("1" if spinning else "0")
+    prompt = prompt_of(m)
+    assert collect(m, prompt, max_new_tokens=12, ignore_eos=True) == collect(
+        gqa_model, prompt, max_new_tokens=12, ignore_eos=True
+    )
+
+
+@pytest.mark.parametrize("which", ["model", "gqa_model"])
+def test_generation_stops_at_the_context_length(which: str, request: pytest.FixtureRequest) -> None:
+    m: OnnxModel = request.getfixturevalue(which)
+    prompt = (prompt_of(m) * 40)[: m.max_length - 5]
+    rec = FinishRecorder()
+    ids = collect(m, prompt, max_new_tokens=50, ignore_eos=True, on_finish=rec)
+    assert len(ids) == 5
+    assert rec.finish is not None and rec.finish.reason is FinishReason.LENGTH
+    # the same ids as a generation whose budget ends there
+    assert ids == collect(m, prompt, max_new_tokens=5, ignore_eos=True)
