@@ -348,10 +348,15 @@ def render(results: dict[str, Any]) -> str:
         "- The CPUs are shared with other work, so single runs vary (see the spread); the runtimes "
         "alternate and the medians are compared.",
         "- Threads: both runtimes use ONNX Runtime's default intra-op pool (one thread per core) whose "
-        "workers spin between kernels. A decode step is hundreds of small kernels; with blocking "
-        "workers (`OnnxModel.load(..., spinning=False)`, here `--no-spinning`, written to "
-        "`backend.nospin.md`) each kernel pays a wake-up, which made int4 ~1.4x and fp32 ~1.1x slower "
-        "on idle cores. Blocking is the better choice only when the cores are busy with other work.",
+        "workers spin between kernels. A decode step is hundreds of small kernels; blocking workers "
+        "(`OnnxModel.load(..., spinning=False)`, here `--no-spinning`, written to `backend.nospin.md`) "
+        "pay a wake-up per kernel. Interleaved A/B runs (separate processes, otherwise idle cores): "
+        "spinning int4 ~250 vs blocking ~177 tok/s, fp32 67 vs 61. Blocking wins only when the cores "
+        "are busy: with one competing busy process, int4 106 (spinning) vs 153 (blocking) tok/s; with 4 "
+        "concurrent generations in one process, blocking gives ~8% more aggregate tok/s. So spinning "
+        "is the default (right for an idle machine; onnxruntime-genai runs the same ORT defaults, its "
+        "genai_config.json sets no thread options); servers on shared "
+        "cores can pass `spinning=False`. `--threads 1` results: `backend.threads1.md`.",
         "- The generation loop does ~50 µs of Python per token (binding the mask/ids views of "
         "preallocated buffers, argmax over the logits, `on_next`): about 1% of an int4 step.",
         "- Loaded by rxstream's own loop, onnxruntime-genai's model files run at the same speed as "
