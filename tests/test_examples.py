@@ -11,11 +11,21 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("script", ["replay_pipeline.py", "tokflow_migration.py", "marble_testing.py"])
-def test_example_runs(script: str) -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script)], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["replay_pipeline.py"],
+        ["tokflow_migration.py"],
+        ["marble_testing.py"],
+        ["openai_client.py", "Say hello.", "--demo", "--max-tokens", "12"],  # in-process server, tiny model
+        ["chat.py", "What is the capital of France?"],  # the default model (pulled on first use)
+    ],
+    ids=lambda a: a[0],
+)
+def test_example_runs(args: list[str]) -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / args[0]), *args[1:]], capture_output=True,
+                          text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip()
 
 
