@@ -99,6 +99,9 @@ def _fast_texts(table: DecodeTable) -> tuple[list[str | None], list[tuple[str, b
                     split = (b[:cut].decode("utf-8", "replace"), b[cut:])
         texts.append(text)
         splits.append(split)
+    for i in table.run_ids:  # their text depends on the run they are in: always the slow path
+        texts[i] = None
+        splits[i] = None
     object.__setattr__(table, "fast_texts", texts)
     object.__setattr__(table, "split_tails", splits)
     return texts, splits
@@ -111,9 +114,14 @@ class TableEngine:
         "_first",
         "_first_bytes",
         "_held",
+        "_in_run",
         "_later",
+        "_lead_run",
         "_n",
         "_prompt_tail",
+        "_run_drop",
+        "_run_ids",
+        "_run_rep",
         "_simple",
         "_skipped",
         "_splits",
@@ -134,6 +142,11 @@ class TableEngine:
         self._first = table.first is not None
         self._simple = not (self._first or self._strip_left)
         self._prompt_tail = False
+        self._run_ids = table.run_ids
+        self._run_rep = table.run_rep
+        self._run_drop = table.run_rep_drop_first
+        self._in_run = False  # the last (non-skipped) id was a byte token of ``run_ids``
+        self._lead_run = False  # ... and its run is the first token of the output
 
     def seed(self, prompt_ids: Sequence[int]) -> None:
         """Run the prompt through the engine without emitting its text.
@@ -175,6 +188,13 @@ class TableEngine:
             raise out_of_vocab(i, self._n)
         if i in self._skipped:
             return ""
+        if self._run_rep:
+            if i in self._run_ids:
+                if not self._in_run:
+                    self._in_run = True
+                    self._lead_run = self._first
+            else:
+                self._in_run = self._lead_run = False
         if self._first:
             b = self._first_bytes[i]
             self._first = False
@@ -203,9 +223,12 @@ class TableEngine:
             self._prompt_tail = False
             if text[:1] == _REPLACEMENT:
                 text = text[1:]
+        if self._in_run and self._run_rep in text:
+            # only byte tokens can still spell the replacement: every other token's is replaced
+            text = text.replace(self._run_rep, "" if self._lead_run and self._run_drop else " ")
         if self._strip_left and text:
             text = self._strip(text)
-        self._simple = not (self._held or self._first or self._strip_left)
+        self._simple = not (self._held or self._first or self._strip_left or self._in_run)
         return text
 
     def _strip(self, text: str) -> str:

@@ -9,6 +9,8 @@ into, plus the few context rules a decoder applies beyond single tokens:
 * a ``Strip`` placed after the output has been fused into one string (Llama's
   ``Replace/ByteFallback/Fuse/Strip``, or after ``ByteLevel``) removes up to ``start`` leading
   characters of the whole output;
+* a ``Metaspace`` step after ``ByteFallback`` sees each run of byte tokens as one string: a
+  replacement character spelled in bytes becomes a space too (or vanishes in the first run);
 * special tokens vanish entirely when ``skip_special_tokens`` is set (they are removed before the
   decoder runs, so the token after them can become token 0).
 
@@ -42,6 +44,12 @@ class DecodeTable:
         skipped: ids that vanish entirely (special tokens with ``skip_special_tokens=True``).
         strip_char: character a whole-output ``Strip`` removes from the start ("" for none).
         strip_count: how many leading ``strip_char`` the whole-output ``Strip`` removes at most.
+        run_ids: byte-fallback ids (``<0xXX>``) whose decoded runs a later ``Metaspace`` step still
+            rewrites (empty when no ``Metaspace`` follows ``ByteFallback``).
+        run_rep: the ``Metaspace`` replacement character that such a run can spell in bytes: it
+            becomes a space, or vanishes when the run is the first token ("" for no such rule).
+        run_rep_drop_first: whether ``run_rep`` vanishes (rather than becoming a space) in a run
+            that is the first token.
     """
 
     later: Sequence[bytes | None]
@@ -49,6 +57,9 @@ class DecodeTable:
     skipped: frozenset[int] = field(default_factory=frozenset)
     strip_char: str = ""
     strip_count: int = 0
+    run_ids: frozenset[int] = field(default_factory=frozenset)
+    run_rep: str = ""
+    run_rep_drop_first: bool = False
     fast_texts: list[str | None] | None = field(default=None, init=False, repr=False)
     """Filled on first use by the stream engine (text of ids whose bytes are complete UTF-8)."""
     split_tails: list[tuple[str, bytes] | None] | None = field(default=None, init=False, repr=False)
@@ -122,6 +133,8 @@ class _Builder:
         self.strip_char = ""
         self.strip_count = 0
         self.first_differs = False
+        self.run_rep = ""
+        self.run_rep_drop_first = False
         self._whole_strips: set[int] = set()
         self._check()
 
@@ -138,6 +151,8 @@ class _Builder:
             elif kind == "ByteFallback":
                 after_bytes = True
             elif kind == "ByteLevel":
+                if after_bytes:
+                    raise _Unsupported("ByteLevel after byte conversion")
                 after_bytes = True
                 fused = True
             elif kind == "Fuse":
@@ -156,6 +171,13 @@ class _Builder:
                     raise _Unsupported("Metaspace after fusing")
                 if _metaspace_drops_first(step):
                     self.first_differs = True
+                if after_bytes:
+                    # A run of byte tokens is one string by now: if its bytes spell the
+                    # replacement character, this step rewrites it like any other token's.
+                    if self.run_rep:
+                        raise _Unsupported("two Metaspace steps after byte conversion")
+                    self.run_rep = str(step.get("replacement", "▁"))
+                    self.run_rep_drop_first = _metaspace_drops_first(step)
             elif kind == "WordPiece":
                 if fused or after_bytes:
                     raise _Unsupported("WordPiece after fusing or byte conversion")
@@ -290,6 +312,7 @@ def table_from_hf(tokenizer: Any, skip_special_tokens: bool) -> DecodeTable | No
 
     later: list[bytes | None] = [None] * size
     first: list[bytes | None] = [None] * size
+    run_ids: set[int] = set()
     joins_with_space = steps is None  # no decoder: tokens are joined with single spaces
     first_differs = builder.first_differs or joins_with_space
     for i in range(size):
@@ -304,6 +327,8 @@ def table_from_hf(tokenizer: Any, skip_special_tokens: bool) -> DecodeTable | No
             first[i] = raw
             later[i] = b" " + raw
             continue
+        if builder.run_rep and len(token) == 6 and _BYTE_TOKEN.fullmatch(token):
+            run_ids.add(i)
         f, lt = builder.forms(token)
         first[i] = f
         later[i] = lt
@@ -313,4 +338,7 @@ def table_from_hf(tokenizer: Any, skip_special_tokens: bool) -> DecodeTable | No
         skipped=skipped,
         strip_char=builder.strip_char,
         strip_count=builder.strip_count,
+        run_ids=frozenset(run_ids),
+        run_rep=builder.run_rep,
+        run_rep_drop_first=builder.run_rep_drop_first,
     )

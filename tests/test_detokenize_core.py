@@ -269,3 +269,38 @@ def test_documented_byte_fallback_difference() -> None:
     deltas = stream(det, ids)
     assert deltas == ["中", "\ufffd"]
     assert tok.decode(ids) == "\ufffd" * 4
+
+
+@pytest.mark.parametrize("replacement", ["\u2581", "_"])
+@pytest.mark.parametrize("scheme", ["always", "first", "never"])
+def test_metaspace_after_byte_fallback_rewrites_byte_spelled_replacement(replacement: str, scheme: str) -> None:
+    """A ``Metaspace`` step after ``ByteFallback`` sees a run of byte tokens as one string: when the
+    bytes spell the replacement character it becomes a space (or vanishes in the first run)."""
+    tok = Tokenizer.from_str(tf.metaspace().to_str())
+    tok.decoder = decoders.Sequence(
+        [decoders.ByteFallback(), decoders.Metaspace(replacement=replacement, prepend_scheme=scheme)]
+    )
+
+    def byte_ids(text: str) -> list[int]:
+        return [tok.token_to_id(f"<0x{b:02X}>") for b in text.encode()]
+
+    word = tok.encode("hello world").ids
+    special = tok.token_to_id("<s>")
+    cases = [
+        word + byte_ids(replacement) + word,  # was "hello world▁hello world"
+        byte_ids(replacement) + word,
+        byte_ids("a" + replacement + "b") + word + byte_ids(replacement + "é" + replacement),
+        [special, *byte_ids(replacement), *word],
+        byte_ids(replacement),
+    ]
+    for ids in cases:
+        for skip in (True, False):
+            det = StreamDetokenizer(tok, skip_special_tokens=skip)
+            assert det.exact
+            assert "".join(stream(det, ids)) == tok.decode(ids, skip_special_tokens=skip), (ids, skip)
+            for k in range(1, len(ids)):  # the run rule continues from the prompt
+                det = StreamDetokenizer(tok, skip_special_tokens=skip, prompt_ids=ids[:k])
+                full = tok.decode(ids, skip_special_tokens=skip)
+                pre = tok.decode(ids[:k], skip_special_tokens=skip)
+                if full.startswith(pre) and "\ufffd" not in pre:
+                    assert "".join(stream(det, ids[k:])) == full[len(pre) :], (ids, k, skip)
