@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, overload
 
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
 from rxstream._detok_protocol import as_detok_tokenizer
-from rxstream._detok_stream import StreamDetokenizer, TableEngine
+from rxstream._detok_stream import StreamDetokenizer, TableEngine, as_token_ids, prompt_tuple
 from rxstream._finish import Finish, FinishReason
 from rxstream._piece import Piece
 
-from ._sink import OperatorSink, describe, operator
-from ._token_ids import TokenItem, as_id_tuple
+from ._sink import OperatorSink, operator
+from ._token_ids import TokenItem
 
 __all__ = ["detokenize"]
 
@@ -24,7 +24,7 @@ def detokenize(
     tokenizer: Any,
     *,
     skip_special_tokens: bool = ...,
-    prompt_ids: Sequence[int] | None = ...,
+    prompt_ids: Iterable[int] | None = ...,
     aligned: Literal[False] = ...,
 ) -> Callable[[Observable[TokenItem]], Observable[str]]: ...
 
@@ -34,7 +34,7 @@ def detokenize(
     tokenizer: Any,
     *,
     skip_special_tokens: bool = ...,
-    prompt_ids: Sequence[int] | None = ...,
+    prompt_ids: Iterable[int] | None = ...,
     aligned: Literal[True],
 ) -> Callable[[Observable[TokenItem]], Observable[Piece]]: ...
 
@@ -43,13 +43,15 @@ def detokenize(
     tokenizer: Any,
     *,
     skip_special_tokens: bool = True,
-    prompt_ids: Sequence[int] | None = None,
+    prompt_ids: Iterable[int] | None = None,
     aligned: bool = False,
 ) -> Callable[[Observable[TokenItem]], Observable[Any]]:
     """Turn token ids into text deltas, exactly as ``tokenizer.decode`` would, in O(1) per token.
 
     Items are single ids or sequences of ids (several tokens at once, e.g. speculative decoding:
-    the text is the same however the ids are grouped). A character whose bytes are spread over
+    the text is the same however the ids are grouped). An id is an ``int`` or an integer scalar
+    such as ``numpy.int64`` (what numpy-based backends produce); a sequence is a list, a tuple or a
+    1-d integer array. A ``bool`` is not an id. A character whose bytes are spread over
     several tokens is emitted with its last token; at most 3 bytes of an incomplete UTF-8
     sequence are held, bytes that can never become valid are emitted at once as U+FFFD. Empty
     strings are never emitted. When the source completes, held bytes are flushed (an incomplete
@@ -66,8 +68,9 @@ def detokenize(
         tokenizer: a ``tokenizers.Tokenizer``, a ``transformers`` fast tokenizer, a
             ``tiktoken.Encoding`` or a :class:`~rxstream.TokenizerProtocol`.
         skip_special_tokens: drop special tokens, as ``decode(..., skip_special_tokens=True)``.
-        prompt_ids: the prompt's ids: they give the context (leading-space rules, a character
-            split across the prompt/generation boundary); prompt text is never emitted.
+        prompt_ids: the prompt's ids (a sequence or 1-d array of integer ids): they give the
+            context (leading-space rules, a character split across the prompt/generation
+            boundary); prompt text is never emitted.
         aligned: emit :class:`~rxstream.Piece` items that carry the ids whose text they complete
             (ids that give no text yet travel with the next piece; at completion the ids still
             held are emitted with whatever text they give, possibly ""). Items may also be
@@ -76,7 +79,7 @@ def detokenize(
             piece carries the logprobs of its ids (None when any of its ids came without one).
 
     Raises:
-        TypeError: at construction, for an unsupported tokenizer.
+        TypeError: at construction, for an unsupported tokenizer or non-integer ``prompt_ids``.
         ValueError: at construction, for an out-of-vocabulary prompt id.
 
     An out-of-vocabulary id or an item that is not an id goes to ``on_error`` (naming the id and
@@ -92,10 +95,7 @@ def detokenize(
     """
     tok = as_detok_tokenizer(tokenizer)
     skip = bool(skip_special_tokens)
-    prompt = tuple(prompt_ids) if prompt_ids else ()
-    for i in prompt:
-        if type(i) is not int:
-            raise TypeError(f"detokenize: prompt_ids must be ints, got {describe(i)}")
+    prompt = prompt_tuple(prompt_ids, "detokenize")
     # Build the table once, before any subscription (and check the prompt ids).
     if prompt:
         StreamDetokenizer(tok, skip_special_tokens=skip, prompt_ids=prompt)
@@ -151,11 +151,8 @@ class _TextSink(OperatorSink[Any, str]):
         try:
             if type(value) is int:
                 text = self.push_one(value)
-            elif isinstance(value, Piece):
-                text = self.push_many(value.ids)
             else:
-                ids = as_id_tuple("detokenize", value)
-                text = self.push_one(int(value)) if ids is None else self.push_many(ids)
+                text = self.push_many(as_token_ids(value.ids if isinstance(value, Piece) else value))
         except Exception as exc:  # an out-of-vocabulary id or a bad item: tell the subscriber
             self.fail(exc)
             return
@@ -192,11 +189,10 @@ class _AlignedSink(OperatorSink[Any, Piece]):
     def on_next(self, value: Any) -> None:
         logprobs: Sequence[float | None]
         if isinstance(value, Piece):
-            ids = tuple(value.ids)
+            ids = as_token_ids(value.ids)
             logprobs = value.logprobs if value.logprobs is not None else [None] * len(ids)
         else:
-            found = as_id_tuple("detokenize", value)
-            ids = (int(value),) if found is None else found
+            ids = as_token_ids(value)
             logprobs = [None] * len(ids)
         push_one = self.det.push_one
         for i, lp in zip(ids, logprobs, strict=True):

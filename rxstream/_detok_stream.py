@@ -22,13 +22,21 @@ never retracts text (one U+FFFD per maximal invalid part, as Python's ``errors="
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._detok_protocol import TokenizerProtocol, as_detok_tokenizer
 from ._detok_table import DecodeTable
 
-__all__ = ["StreamDetokenizer", "TableEngine", "incomplete_utf8_start", "out_of_vocab"]
+__all__ = [
+    "StreamDetokenizer",
+    "TableEngine",
+    "as_token_id",
+    "as_token_ids",
+    "incomplete_utf8_start",
+    "out_of_vocab",
+]
 
 _REPLACEMENT = "\ufffd"
 
@@ -73,6 +81,59 @@ def _common_prefix_len(a: str, b: str) -> int:
     while k < n and a[k] == b[k]:
         k += 1
     return k
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__}: {text[:77] + '...' if len(text) > 80 else text}"
+
+
+def as_token_id(value: Any, owner: str = "detokenize") -> int:
+    """``value`` as an int token id.
+
+    Accepts ``int`` and integer scalars that implement ``__index__`` (``numpy.int64`` from
+    numpy-based backends, a 0-d integer array); rejects ``bool`` (not an id) and everything else
+    with a ``TypeError`` naming ``owner`` and the value.
+    """
+    if type(value) is int:
+        return value
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{owner}: token ids must be integers, got {_short(value)}")
+
+
+def as_token_ids(value: Any, owner: str = "detokenize") -> tuple[int, ...]:
+    """The ids of one item: an integer id (see :func:`as_token_id`) or a list, tuple or 1-d array
+    of them. ``TypeError`` for anything else (strings, bytes, floats, bools, nested sequences)."""
+    if type(value) is int:
+        return (value,)
+    if not isinstance(value, bool):
+        try:
+            return (operator.index(value),)
+        except TypeError:
+            pass
+    if isinstance(value, list | tuple) or (hasattr(value, "__len__") and hasattr(value, "tolist")):
+        items = value.tolist() if hasattr(value, "tolist") else value
+        if isinstance(items, list | tuple):
+            return tuple(i if type(i) is int else as_token_id(i, owner) for i in items)
+    raise TypeError(f"{owner}: expected an int token id or a sequence of ids, got {_short(value)}")
+
+
+def prompt_tuple(prompt_ids: Any, owner: str) -> tuple[int, ...]:
+    """``prompt_ids`` (None, a sequence or an array of integer ids) as a tuple of ints."""
+    if prompt_ids is None:
+        return ()
+    try:
+        items = list(prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else prompt_ids)
+    except TypeError:
+        raise TypeError(f"{owner}: prompt_ids must be a sequence of ints, got {_short(prompt_ids)}") from None
+    try:
+        return tuple(i if type(i) is int else as_token_id(i, owner) for i in items)
+    except TypeError as exc:
+        raise TypeError(f"{owner}: prompt_ids must be ints ({exc})") from None
 
 
 def out_of_vocab(token_id: Any, size: int) -> ValueError:
@@ -338,14 +399,15 @@ class StreamDetokenizer:
         tokenizer: a ``tokenizers.Tokenizer``, a ``transformers`` fast tokenizer, a
             ``tiktoken.Encoding`` or a :class:`~rxstream.TokenizerProtocol`.
         skip_special_tokens: drop special tokens, as ``decode(..., skip_special_tokens=True)``.
-        prompt_ids: ids that come before the generation: they set the context (leading-space
-            rules, a character split across the boundary) and their text is never emitted.
+        prompt_ids: ids that come before the generation (a sequence or a 1-d array of integer
+            ids; None or empty for none): they set the context (leading-space rules, a character
+            split across the boundary) and their text is never emitted.
         window: context ids kept by the windowed fallback (unused on the exact table path).
         cap: how many ids the windowed fallback waits at most while decodes end in U+FFFD or the
             decoded context changes.
 
     Raises:
-        TypeError: for an unsupported tokenizer.
+        TypeError: for an unsupported tokenizer, or ``prompt_ids`` that are not integer ids.
         ValueError: for a bad ``window``/``cap``, or an out-of-vocabulary id in ``prompt_ids``
             (``push`` raises the same for out-of-vocabulary ids).
     """
@@ -357,7 +419,7 @@ class StreamDetokenizer:
         tokenizer: Any,
         *,
         skip_special_tokens: bool = True,
-        prompt_ids: Sequence[int] | None = None,
+        prompt_ids: Iterable[int] | None = None,
         window: int = 6,
         cap: int = 8,
     ) -> None:
@@ -365,16 +427,17 @@ class StreamDetokenizer:
             raise ValueError(f"StreamDetokenizer: window and cap must be >= 1, got {window}, {cap}")
         tok = as_detok_tokenizer(tokenizer)
         self.tokenizer: TokenizerProtocol = tok
+        prompt = prompt_tuple(prompt_ids, "StreamDetokenizer")
         table = tok.decode_table(skip_special_tokens)
         engine: TableEngine | _WindowEngine
         if table is not None:
             engine = TableEngine(table)
-            if prompt_ids:
-                engine.seed(prompt_ids)
+            if prompt:
+                engine.seed(prompt)
         else:
             engine = _WindowEngine(tok, skip_special_tokens, window, cap)
-            if prompt_ids:
-                engine.seed(prompt_ids)
+            if prompt:
+                engine.seed(prompt)
         self.engine = engine
         """The engine (a :class:`TableEngine` on the exact path); for tight loops in operators."""
         self.exact: bool = table is not None
@@ -387,7 +450,11 @@ class StreamDetokenizer:
         """Flush: return the text still held (an incomplete character becomes U+FFFD)."""
 
     def push(self, ids: int | Iterable[int]) -> str:
-        """Push one id or several; return the newly completed text (possibly "")."""
-        if isinstance(ids, int):
+        """Push one id or several; return the newly completed text (possibly "").
+
+        Ids may be ints or integer scalars such as ``numpy.int64`` (a list, tuple or 1-d array of
+        them for several); a ``bool`` or any other value raises ``TypeError``.
+        """
+        if type(ids) is int:
             return self.push_one(ids)
-        return self.push_many(ids)
+        return self.push_many(as_token_ids(ids, "StreamDetokenizer"))

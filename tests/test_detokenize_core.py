@@ -273,7 +273,9 @@ def test_documented_byte_fallback_difference() -> None:
 
 @pytest.mark.parametrize("replacement", ["\u2581", "_"])
 @pytest.mark.parametrize("scheme", ["always", "first", "never"])
-def test_metaspace_after_byte_fallback_rewrites_byte_spelled_replacement(replacement: str, scheme: str) -> None:
+def test_metaspace_after_byte_fallback_rewrites_byte_spelled_replacement(
+    replacement: str, scheme: str
+) -> None:
     """A ``Metaspace`` step after ``ByteFallback`` sees a run of byte tokens as one string: when the
     bytes spell the replacement character it becomes a space (or vanishes in the first run)."""
     tok = Tokenizer.from_str(tf.metaspace().to_str())
@@ -304,3 +306,21 @@ def test_metaspace_after_byte_fallback_rewrites_byte_spelled_replacement(replace
                 pre = tok.decode(ids[:k], skip_special_tokens=skip)
                 if full.startswith(pre) and "\ufffd" not in pre:
                     assert "".join(stream(det, ids[k:])) == full[len(pre) :], (ids, k, skip)
+
+
+def test_push_accepts_numpy_ids_and_rejects_bools() -> None:
+    np = pytest.importorskip("numpy")
+    tok = tf.bytelevel()
+    ids = tok.encode("naïve 😀 text").ids
+    det = StreamDetokenizer(tok, prompt_ids=np.array(ids[:2]))
+    out = det.push(np.int64(ids[2])) + det.push(np.array(ids[3:5])) + det.push([np.int32(i) for i in ids[5:]])
+    assert out + det.finish() == tok.decode(ids)[len(tok.decode(ids[:2])) :]
+    det = StreamDetokenizer(tok)
+    with pytest.raises(TypeError, match="bool"):
+        det.push(True)  # was: silently the text of id 1
+    with pytest.raises(TypeError, match="bool"):
+        det.push([65, False])
+    with pytest.raises(TypeError, match="prompt_ids"):
+        StreamDetokenizer(tok, prompt_ids=[True])
+    empty, none = StreamDetokenizer(tok, prompt_ids=[]), StreamDetokenizer(tok, prompt_ids=None)
+    assert empty.push(ids) == none.push(ids)

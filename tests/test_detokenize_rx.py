@@ -196,3 +196,36 @@ def test_aligned_input_pieces_keep_logprobs_aligned() -> None:
     ]
     text = rx.from_iterable(items).pipe(detokenize(tok), ops.to_list()).run()
     assert text == ["a", "中", "b"]
+
+
+def test_numpy_ids_and_prompt_are_accepted_bools_are_not() -> None:
+    """numpy-based backends send ``numpy.int64`` ids and arrays; a ``bool`` is never an id."""
+    np = pytest.importorskip("numpy")
+    tok = tf.llama()
+    ids = tok.encode("Hello world, 你好 😀 there").ids
+    k = 3
+    expected = rx.from_iterable(ids[k:]).pipe(detokenize(tok, prompt_ids=ids[:k]), ops.to_list()).run()
+    assert "".join(expected) == tok.decode(ids)[len(_emitted_by_prompt(tok, ids, k, True)) :]
+    # was: ValueError "truth value of an array is ambiguous" at construction
+    for prompt in (np.array(ids[:k]), [np.int64(i) for i in ids[:k]], tuple(np.array(ids[:k], np.int32))):
+        for items in ([np.int64(i) for i in ids[k:]], [np.array(ids[k:])], [[np.uint32(i) for i in ids[k:]]],
+                      [Piece("", tuple(np.array(ids[k:])))]):
+            # was: TypeError "expected an int token id" for numpy scalars
+            out = rx.from_iterable(items).pipe(detokenize(tok, prompt_ids=prompt), ops.to_list()).run()
+            assert "".join(out) == "".join(expected)
+            pieces = rx.from_iterable(items).pipe(
+                detokenize(tok, prompt_ids=prompt, aligned=True), ops.to_list()).run()
+            assert [i for p in pieces for i in p.ids] == ids[k:]
+            assert all(type(i) is int for p in pieces for i in p.ids)
+    empty_prompt = detokenize(tok, prompt_ids=np.array([], np.int64))
+    assert rx.from_iterable([]).pipe(empty_prompt, ops.to_list()).run() == []
+    for bad in (True, np.True_, np.float64(3.0), [1, True], np.array([[1, 2]]), Piece("", (True,))):
+        for aligned in (False, True):
+            events = MarbleTest().run(rx.of(bad).pipe(detokenize(tok, aligned=aligned)))  # type: ignore[call-overload]
+            assert [e.kind for e in events] == ["E"], bad
+            assert isinstance(events[0].value, TypeError) and "detokenize" in str(events[0].value)
+    with pytest.raises(TypeError, match="prompt_ids"):
+        detokenize(tok, prompt_ids=[1, True])
+    with pytest.raises(TypeError, match="prompt_ids"):
+        detokenize(tok, prompt_ids=5)  # type: ignore[arg-type]
+
