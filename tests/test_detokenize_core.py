@@ -324,3 +324,33 @@ def test_push_accepts_numpy_ids_and_rejects_bools() -> None:
         StreamDetokenizer(tok, prompt_ids=[True])
     empty, none = StreamDetokenizer(tok, prompt_ids=[]), StreamDetokenizer(tok, prompt_ids=None)
     assert empty.push(ids) == none.push(ids)
+
+
+def test_million_token_stream_keeps_memory_flat() -> None:
+    """SEMANTICS §4: memory held per stream is bounded (no list of all ids)."""
+    import itertools
+    import time
+    import tracemalloc
+
+    tok = tf.llama()
+    pattern = tok.encode("Hello world, 你好 😀 naïve <s> text\n").ids
+    pattern += [tok.token_to_id(f"<0x{b:02X}>") for b in "👨\u200d👩\u200d👧".encode()]
+    det = StreamDetokenizer(tok)
+    push = det.push_one
+    for i in itertools.islice(itertools.cycle(pattern), 10_000):  # warm up
+        push(i)
+    total = 0
+    start = time.perf_counter()
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        for i in itertools.islice(itertools.cycle(pattern), 1_000_000):
+            total += len(push(i))
+        after, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert total > 0
+    assert peak - before < 64 * 1024, (before, after, peak)
+    assert after - before < 16 * 1024, (before, after, peak)
+    assert time.perf_counter() - start < 30
