@@ -343,6 +343,23 @@ class _WindowEngine:
     def _decode(self, ids: list[int]) -> str:
         return self._tok.decode(ids, self._skip) if ids else ""
 
+    def _clean_start(self, ids: list[int], start: int, full: str | None = None) -> tuple[int, str]:
+        """Where the window over ``ids`` starts (``start`` or up to 3 ids later), and its text.
+
+        A window that starts inside a character decodes it as U+FFFD (a ByteFallback decoder even
+        turns the whole byte run into U+FFFD, complete characters included), and every later
+        decode would then differ from the real text; starting past that character avoids that.
+        """
+        text = self._decode(ids[start:]) if start or full is None else full
+        back = start
+        while start and back - start < 3 and back + 1 < len(ids) and text.startswith(_REPLACEMENT):
+            back += 1
+            text = self._decode(ids[back:])
+        if text.startswith(_REPLACEMENT) and back != start:
+            back = start
+            text = self._decode(ids[start:])
+        return back, text
+
     def push_one(self, i: int) -> str:
         """Text completed by one id."""
         if not (0 <= i < self._n):
@@ -372,10 +389,11 @@ class _WindowEngine:
     def _advance(self, full: str, emitted: int) -> None:
         """Slide the context window after ``full[:emitted]`` has been emitted."""
         ids = self._ctx + self._pend
-        self._ctx = ids[-self._window :]
+        start = max(0, len(ids) - self._window)
+        back, text = self._clean_start(ids, start, full)
+        self._ctx = ids[back:]
         self._pend = []
         held = len(full) - emitted
-        text = self._decode(self._ctx) if len(self._ctx) < len(ids) else full
         self._done = text[: len(text) - held] if held else text
 
     def finish(self) -> str:

@@ -354,3 +354,21 @@ def test_million_token_stream_keeps_memory_flat() -> None:
     assert peak - before < 64 * 1024, (before, after, peak)
     assert after - before < 16 * 1024, (before, after, peak)
     assert time.perf_counter() - start < 30
+
+
+def test_windowed_fallback_long_byte_fallback_run() -> None:
+    """A window that started inside a character made a ByteFallback decoder turn the whole byte
+    run into U+FFFD, and the stream emitted them ("👨\u200d" then 18 U+FFFD for a ZWJ family)."""
+    tok = Tokenizer.from_str(tf.llama().to_str())
+    tok.decoder = decoders.Sequence(  # Replace after Fuse: no exact table
+        [decoders.ByteFallback(), decoders.Fuse(), decoders.Replace("\u2581", " "), decoders.Strip(" ", 1, 0)]
+    )
+    family = "👨\u200d👩\u200d👧\u200d👦"
+    for text in (f"naïve {family} café", f"{family}{family} x 🇩🇪🇫🇷 {family}"):
+        ids = tok.encode(text).ids
+        assert len(ids) > 25  # the emoji are runs of byte tokens
+        det = StreamDetokenizer(tok)
+        assert not det.exact
+        deltas = stream(det, ids)
+        assert "".join(deltas) == tok.decode(ids) == text
+        assert all("\ufffd" not in d for d in deltas)
