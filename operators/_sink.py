@@ -15,20 +15,13 @@ from typing import Any, Generic, TypeVar
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
+from rxstream._describe import describe
 from rxstream._finish import Finish, FinishReason
 
 __all__ = ["OperatorSink", "describe", "operator"]
 
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
-
-
-def describe(value: object) -> str:
-    """``type: repr`` of a value, shortened, for error messages."""
-    text = repr(value)
-    if len(text) > 80:
-        text = text[:77] + "..."
-    return f"{type(value).__name__}: {text}"
 
 
 class OperatorSink(ABC, Generic[_In, _Out]):

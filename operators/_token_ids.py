@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from rxstream._detok_stream import as_token_ids
 
 from ._sink import describe
 
@@ -14,18 +17,20 @@ TokenItem = int | Sequence[int]
 
 
 def as_id_tuple(owner: str, item: Any) -> tuple[int, ...] | None:
-    """``None`` for a single int id, else the item's ids; TypeError for anything else."""
+    """``None`` for a single integer id, else the item's ids; TypeError for anything else.
+
+    Integer ids may be ``int`` or integer scalars such as ``numpy.int64`` (numpy-based backends);
+    a sequence item may be a list, tuple or 1-d integer array. ``bool`` is not an id.
+    """
     if type(item) is int:
         return None
-    if isinstance(item, tuple | list) or (hasattr(item, "__len__") and hasattr(item, "tolist")):
-        ids = tuple(item.tolist() if hasattr(item, "tolist") else item)
-        for i in ids:
-            if type(i) is not int:
-                raise TypeError(f"{owner}: token ids must be int, got {describe(i)} in {describe(item)}")
-        return ids
-    if isinstance(item, int) and not isinstance(item, bool):
-        return None
-    raise TypeError(f"{owner}: expected an int token id or a sequence of ids, got {describe(item)}")
+    if not isinstance(item, bool):
+        try:
+            operator.index(item)
+            return None
+        except TypeError:
+            pass
+    return as_token_ids(item, owner)
 
 
 def normalize_ids(ids: int | Iterable[int], owner: str) -> frozenset[int]:

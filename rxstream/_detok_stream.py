@@ -26,6 +26,7 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ._describe import describe
 from ._detok_protocol import TokenizerProtocol, as_detok_tokenizer
 from ._detok_table import DecodeTable
 
@@ -83,11 +84,6 @@ def _common_prefix_len(a: str, b: str) -> int:
     return k
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__}: {text[:77] + '...' if len(text) > 80 else text}"
-
-
 def as_token_id(value: Any, owner: str = "detokenize") -> int:
     """``value`` as an int token id.
 
@@ -102,7 +98,7 @@ def as_token_id(value: Any, owner: str = "detokenize") -> int:
             return operator.index(value)
         except TypeError:
             pass
-    raise TypeError(f"{owner}: token ids must be integers, got {_short(value)}")
+    raise TypeError(f"{owner}: token ids must be integers, got {describe(value)}")
 
 
 def as_token_ids(value: Any, owner: str = "detokenize") -> tuple[int, ...]:
@@ -119,7 +115,7 @@ def as_token_ids(value: Any, owner: str = "detokenize") -> tuple[int, ...]:
         items = value.tolist() if hasattr(value, "tolist") else value
         if isinstance(items, list | tuple):
             return tuple(i if type(i) is int else as_token_id(i, owner) for i in items)
-    raise TypeError(f"{owner}: expected an int token id or a sequence of ids, got {_short(value)}")
+    raise TypeError(f"{owner}: expected an int token id or a sequence of ids, got {describe(value)}")
 
 
 def prompt_tuple(prompt_ids: Any, owner: str) -> tuple[int, ...]:
@@ -129,7 +125,9 @@ def prompt_tuple(prompt_ids: Any, owner: str) -> tuple[int, ...]:
     try:
         items = list(prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else prompt_ids)
     except TypeError:
-        raise TypeError(f"{owner}: prompt_ids must be a sequence of ints, got {_short(prompt_ids)}") from None
+        raise TypeError(
+            f"{owner}: prompt_ids must be a sequence of ints, got {describe(prompt_ids)}"
+        ) from None
     try:
         return tuple(i if type(i) is int else as_token_id(i, owner) for i in items)
     except TypeError as exc:

@@ -58,7 +58,7 @@ def test_construction_errors(make: Any, error: type[Exception], text: str) -> No
         (snapshots(), ["x"], "snapshots: expected str deltas, got list: ['x']"),
         (stop_on_tokens(2), "2", "stop_on_tokens: expected an int token id"),
         (max_tokens(3), 1.0, "max_tokens: expected an int token id"),
-        (max_tokens(3), [1, "x"], "max_tokens: token ids must be int, got str: 'x'"),
+        (max_tokens(3), [1, "x"], "max_tokens: token ids must be integers, got str: 'x'"),
     ],
 )
 def test_runtime_bad_item_goes_to_on_error_not_the_producer(op: Any, bad: Any, text: str) -> None:
@@ -71,6 +71,20 @@ def test_runtime_bad_item_goes_to_on_error_not_the_producer(op: Any, bad: Any, t
     assert len(errors) == 1 and text in str(errors[0])
     assert items == []
     assert not subject.observers  # the operator disposed its upstream
+
+
+def test_token_operators_accept_numpy_integer_ids() -> None:
+    import numpy as np
+
+    rec = FinishRecorder()
+    out: list[Any] = []
+    items = [np.int64(5), np.array([6, 7], dtype=np.int32), np.int64(2), np.int64(9)]
+    rx.from_iterable(items).pipe(max_tokens(10), stop_on_tokens([2], on_finish=rec)).subscribe(out.append)
+    assert [int(x) for item in out for x in np.atleast_1d(item)] == [5, 6, 7]
+    assert rec.finish == Finish(FinishReason.STOP, stop=2)
+    errors: list[Exception] = []
+    rx.from_iterable([np.bool_(True)]).pipe(max_tokens(3)).subscribe(on_error=errors.append)
+    assert errors and "max_tokens" in str(errors[0])
 
 
 def test_no_patterns_is_a_pass_through() -> None:
