@@ -47,6 +47,9 @@ __all__ = ["from_async_iterable", "to_async_iterable"]
 
 _T = TypeVar("_T")
 
+_TASKS: set[asyncio.Task[None]] = set()
+"""Tasks started by :func:`from_async_iterable` subscriptions that have not finished yet."""
+
 
 def _merge(items: list[Any]) -> list[Any]:
     """Merge adjacent ``str`` items, and adjacent compatible :class:`Piece` items, into one each."""
@@ -82,7 +85,9 @@ class _Channel(Generic[_T]):
         self.loop = loop
         self.loop_thread = threading.get_ident()
         self.maxsize = maxsize
-        self.cond = threading.Condition(threading.Lock())
+        # reentrant: the iterator's finalizer (close) may run inside a garbage collection that
+        # happens on a thread holding this lock (the producer in on_next)
+        self.cond = threading.Condition(threading.RLock())
         self.queue: deque[_T] = deque()
         self.done = False
         self.error: BaseException | None = None
@@ -92,14 +97,19 @@ class _Channel(Generic[_T]):
         self.subscription: abc.DisposableBase | None = None
 
     # -- producer side (any thread) -------------------------------------------------------
-    def _notify_locked(self) -> None:
-        """Schedule one wake-up of the consumer unless one is pending (lock held)."""
+    def _notify_locked(self) -> bool:
+        """Schedule one wake-up of the consumer unless one is pending (lock held).
+
+        Returns False when the loop is closed: nobody can consume any more, and the caller must
+        :meth:`close` the channel (after releasing the lock) so that the source is disposed.
+        """
         if self.waiter is not None and not self.wake_pending:
             self.wake_pending = True
             try:
                 self.loop.call_soon_threadsafe(self._wake)
             except RuntimeError:  # loop closed: nobody is listening any more
-                self.closed = True
+                return False
+        return True
 
     def on_next(self, value: _T) -> None:
         with self.cond:
@@ -107,11 +117,15 @@ class _Channel(Generic[_T]):
                 return
             if self.maxsize is not None and threading.get_ident() != self.loop_thread:
                 while len(self.queue) >= self.maxsize and not self.closed:
-                    self.cond.wait()
+                    if self.loop.is_closed():  # the consumer can never take them: stop
+                        break
+                    self.cond.wait(0.5)
                 if self.closed:
                     return
             self.queue.append(value)
-            self._notify_locked()
+            alive = self._notify_locked() and not self.loop.is_closed()
+        if not alive:
+            self.close()
 
     def on_error(self, error: Exception) -> None:
         with self.cond:
@@ -119,14 +133,18 @@ class _Channel(Generic[_T]):
                 return
             self.done = True
             self.error = error
-            self._notify_locked()
+            alive = self._notify_locked()
+        if not alive:
+            self.close()
 
     def on_completed(self) -> None:
         with self.cond:
             if self.closed or self.done:
                 return
             self.done = True
-            self._notify_locked()
+            alive = self._notify_locked()
+        if not alive:
+            self.close()
 
     # -- consumer side (event-loop thread) ------------------------------------------------
     def _wake(self) -> None:
@@ -290,6 +308,12 @@ def from_async_iterable(
                     on_finish(Finish(FinishReason.ERROR, error=err))
                 observer.on_error(err)
                 return Disposable()
+        if target.is_closed():
+            err = RuntimeError("from_async_iterable: the event loop is closed")
+            if on_finish is not None:
+                on_finish(Finish(FinishReason.ERROR, error=err))
+            observer.on_error(err)
+            return Disposable()
         lock = threading.Lock()
         state = {"finished": False}
 
@@ -327,10 +351,20 @@ def from_async_iterable(
         with contextlib.suppress(RuntimeError):
             on_loop = asyncio.get_running_loop() is target
         handle: asyncio.Task[None] | concurrent.futures.Future[None]
-        if on_loop:
-            handle = target.create_task(run())
-        else:
-            handle = asyncio.run_coroutine_threadsafe(run(), target)
+        coro = run()
+        try:
+            if on_loop:
+                handle = target.create_task(coro)
+                _TASKS.add(handle)  # the loop holds tasks weakly: keep it until it is done
+                handle.add_done_callback(_TASKS.discard)
+            else:
+                handle = asyncio.run_coroutine_threadsafe(coro, target)
+        except RuntimeError as exc:  # the loop closed meanwhile
+            coro.close()
+            err = RuntimeError(f"from_async_iterable: cannot run on the event loop: {exc}")
+            if report(Finish(FinishReason.ERROR, error=err)):
+                observer.on_error(err)
+            return Disposable()
 
         def dispose() -> None:
             report(Finish(FinishReason.CANCELLED))

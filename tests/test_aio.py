@@ -7,6 +7,7 @@ import contextlib
 import gc
 import threading
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -311,3 +312,123 @@ def test_round_trip() -> None:
         return [x async for x in to_async_iterable(from_async_iterable(lambda: agen(30, [])), coalesce=False)]
 
     assert asyncio.run(main()) == list(range(30))
+
+
+class GatedSource:
+    """A cold observable on its own thread that emits ``count`` items once ``gate`` is set."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.gate = threading.Event()
+        self.disposed = threading.Event()
+        self.finished = threading.Event()
+        self.produced = 0
+
+    def observable(self) -> reactivex.Observable[str]:
+        def subscribe(observer: abc.ObserverBase[str], _s: abc.SchedulerBase | None = None) -> Disposable:
+            def work() -> None:
+                try:
+                    self.gate.wait(5)
+                    for i in range(self.count):
+                        if self.disposed.is_set():
+                            return
+                        observer.on_next(str(i))
+                        self.produced += 1
+                    observer.on_completed()
+                finally:
+                    self.finished.set()
+
+            threading.Thread(target=work, name="test-gated", daemon=True).start()
+            return Disposable(self.disposed.set)
+
+        return reactivex.create(subscribe)
+
+
+def test_loop_closed_under_a_waiting_consumer_disposes_the_source() -> None:
+    """The consumer was waiting when its loop was closed: the next item must dispose the source."""
+    src = GatedSource(100_000)
+    loop = asyncio.new_event_loop()
+    ait = to_async_iterable(src.observable())
+    task: asyncio.Task[object] = loop.create_task(ait.__anext__())  # type: ignore[arg-type]
+    loop.run_until_complete(asyncio.sleep(0.01))  # the task subscribes and waits for an item
+    assert not task.done()
+    loop.set_exception_handler(lambda _loop, _context: None)  # "Task was destroyed but it is pending"
+    loop.close()
+    src.gate.set()
+    assert src.disposed.wait(2), "the source kept producing for a consumer that is gone"
+    assert src.finished.wait(2)
+    assert src.produced < 100_000
+    del task, ait
+
+
+def test_maxsize_producer_is_released_when_the_loop_closes() -> None:
+    """A consumer that stops reading but stays referenced: closing its loop frees the producer."""
+    src = GatedSource(100)
+    kept: list[AsyncIterator[object]] = []
+
+    async def main() -> object:
+        ait = to_async_iterable(src.observable(), maxsize=2, coalesce=False)
+        kept.append(ait)  # still referenced after the loop is gone: no finalizer runs
+        src.gate.set()
+        return await ait.__anext__()
+
+    assert asyncio.run(main()) == "0"
+    assert src.finished.wait(3), "the producer stayed blocked after its event loop closed"
+    assert src.disposed.is_set()
+    assert src.produced <= 1 + 2 + 1
+
+
+def test_close_while_the_lock_is_held_by_the_same_thread() -> None:
+    """The iterator's finalizer may run (garbage collection) on the producer thread inside on_next."""
+    src = GatedSource(10)
+
+    async def main() -> None:
+        ait = to_async_iterable(src.observable())
+        src.gate.set()
+        await ait.__anext__()
+        channel = ait._channel  # type: ignore[attr-defined]
+        closed = threading.Event()
+
+        def finalizer_inside_the_lock() -> None:
+            with channel.cond:
+                channel.close()
+            closed.set()
+
+        threading.Thread(target=finalizer_inside_the_lock, daemon=True).start()
+        assert closed.wait(2), "close() deadlocked on the channel's own lock"
+        assert src.disposed.is_set()
+
+    asyncio.run(main())
+
+
+def test_from_async_iterable_on_a_closed_loop_reports_error() -> None:
+    loop = asyncio.new_event_loop()
+    loop.close()
+    rec = FinishRecorder()
+    errors: list[Exception] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "coroutine was never awaited"
+        from_async_iterable(lambda: agen(3, []), loop=loop, on_finish=rec).subscribe(on_error=errors.append)
+        gc.collect()
+    assert len(errors) == 1 and "from_async_iterable" in str(errors[0]) and "closed" in str(errors[0])
+    assert rec.finish is not None and rec.finish.reason is FinishReason.ERROR
+    assert rec.finish.error is errors[0]
+
+
+def test_from_async_iterable_on_a_loop_not_yet_running() -> None:
+    """Subscribing before the loop runs: the items come once it runs; disposal before that is quiet."""
+    loop = asyncio.new_event_loop()
+    try:
+        got: list[int] = []
+        done = threading.Event()
+        from_async_iterable(lambda: agen(3, []), loop=loop).subscribe(got.append, on_completed=done.set)
+        rec = FinishRecorder()
+        log: list[str] = []
+        sub = from_async_iterable(lambda: agen(3, log), loop=loop, on_finish=rec).subscribe(got.append)
+        sub.dispose()
+        assert got == [] and not done.is_set()
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert done.is_set() and got == [0, 1, 2]
+        assert rec.finish is not None and rec.finish.reason is FinishReason.CANCELLED
+    finally:
+        loop.close()
