@@ -101,6 +101,8 @@ class GenerationRequest:
         seed: random seed, or None.
         stop: stop strings.
         replace: replace rules from the ``rxstream`` extension.
+        max_tokens_given: whether the request set ``max_tokens`` itself (when it did not, the
+            server may shorten the default budget to what the model's context leaves).
     """
 
     chat: bool
@@ -117,6 +119,7 @@ class GenerationRequest:
     seed: int | None
     stop: tuple[str, ...]
     replace: tuple[tuple[str, str], ...]
+    max_tokens_given: bool = True
 
 
 _UNSUPPORTED = ("logprobs", "top_logprobs", "echo", "best_of", "suffix", "tools", "functions", "logit_bias")
@@ -330,4 +333,5 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         seed=_int(body, "seed", None, 0, 2**63 - 1),
         stop=tuple(stops),
         replace=tuple(rules),
+        max_tokens_given=body.get(budget_name) is not None,
     )

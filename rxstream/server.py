@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import importlib.resources
 import json
 import socket
@@ -59,7 +60,7 @@ from reactivex import abc
 from reactivex import operators as ops
 from reactivex.scheduler import ThreadPoolScheduler
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -370,22 +371,47 @@ async def _prompt_ids(state: _State, request: GenerationRequest) -> list[int]:
         ids = list(request.prompt_ids)
     else:
         assert request.prompt is not None
-        ids = list(await asyncio.to_thread(model.encode, request.prompt))
+        try:
+            ids = list(await asyncio.to_thread(model.encode, request.prompt))
+        except Exception as exc:
+            raise RequestError(
+                f"tokenizing the prompt failed: {type(exc).__name__}: {exc}", status=500, kind="server_error"
+            ) from exc
     if not ids:
         raise RequestError("the prompt is empty after tokenization", param="prompt")
     limits = state.limits
+    prompt_param = "messages" if request.chat else "prompt"
     if len(ids) > limits.max_prompt_tokens:
         raise RequestError(
             f"the prompt has {len(ids)} tokens; at most {limits.max_prompt_tokens} are allowed",
-            param="messages" if request.chat else "prompt",
+            param=prompt_param,
         )
-    if state.context_length is not None and len(ids) + request.max_tokens > state.context_length:
+    context = state.context_length
+    if context is not None and len(ids) >= context:
         raise RequestError(
-            f"the prompt ({len(ids)} tokens) plus max_tokens ({request.max_tokens}) exceeds "
-            f"the model's context of {state.context_length} tokens",
-            param="max_tokens",
+            f"the prompt has {len(ids)} tokens; the model's context of {context} tokens leaves no "
+            "room for an answer",
+            param=prompt_param,
         )
     return ids
+
+
+def _fit_budget(state: _State, request: GenerationRequest, prompt_tokens: int) -> GenerationRequest:
+    """Check ``max_tokens`` against the context left by the prompt; shorten a default budget.
+
+    Raises:
+        RequestError: an explicit ``max_tokens`` does not fit.
+    """
+    context = state.context_length
+    if context is None or prompt_tokens + request.max_tokens <= context:
+        return request
+    if not request.max_tokens_given:  # as OpenAI servers do: the default is what is left
+        return dataclasses.replace(request, max_tokens=context - prompt_tokens)
+    raise RequestError(
+        f"the prompt ({prompt_tokens} tokens) plus max_tokens ({request.max_tokens}) exceeds "
+        f"the model's context of {context} tokens",
+        param="max_tokens",
+    )
 
 
 def _context_length(model: Any) -> int | None:
@@ -409,7 +435,7 @@ async def _read_json(request: Request, limits: ServerLimits) -> Any:
             raise RequestError(f"the request body exceeds {limits.max_body_bytes} bytes", status=413)
     try:
         return json.loads(bytes(body))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise RequestError(f"the request body is not valid JSON: {exc}") from exc
 
 
@@ -432,10 +458,13 @@ def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits
             body = await _read_json(request, limits)
             req = validate_request(body, chat=chat, limits=limits)
             prompt_ids = await _prompt_ids(state, req)
+            req = _fit_budget(state, req, len(prompt_ids))
             if stats.waiting >= limits.max_queued and stats.active >= limits.max_concurrency:
                 raise RequestError("the server is busy; try again later", status=503, kind="server_busy")
         except RequestError as err:
             return err.response()
+        except ClientDisconnect:  # gone while sending the body: nobody to answer
+            return Response(status_code=499)
         gen = _Generation(state, req, prompt_ids)
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         created = int(time.time())
@@ -489,6 +518,8 @@ def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits
             choice.update({"logprobs": None, "finish_reason": reason})
             if reason is not None:
                 choice["stop_reason"] = stop_reason
+            if gen.request.include_usage:  # OpenAI: "usage": null on all chunks but the last
+                return _sse({**base, "choices": [choice], "usage": None})
             return _sse({**base, "choices": [choice]})
 
         if chat:

@@ -391,6 +391,9 @@ BAD_REQUESTS: list[tuple[str, Any, str | None]] = [
     ("completions", {"prompt": "hi", "rxstream": {"replace": {"": "x"}}}, "rxstream.replace"),
     ("completions", {"prompt": "hi", "rxstream": {"replace": [["a"]]}}, "rxstream.replace"),
     ("completions", {"prompt": "hi", "rxstream": {"bogus": 1}}, "rxstream"),
+    ("completions", "[" * 100_000 + "]" * 100_000, None),  # nested too deeply for json
+    ("completions", b'{"prompt": "\xff\xfe"}', None),  # not UTF-8
+    ("completions", {"prompt": "hi " * 600}, "prompt"),  # longer than the context by itself
     ("chat/completions", {"messages": []}, "messages"),
     ("chat/completions", {"messages": "hello"}, "messages"),
     ("chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
@@ -409,7 +412,10 @@ def test_malformed_requests_get_400(
 ) -> None:
     url, app = server
     started = app.state.stats.snapshot()["started"]
-    content = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    if isinstance(body, bytes):
+        content = body
+    else:
+        content = body.encode() if isinstance(body, str) else json.dumps(body).encode()
     r = httpx.post(f"{url}/v1/{endpoint}", content=content, headers={"Content-Type": "application/json"})
     assert r.status_code == 400, r.text
     error = r.json()["error"]
@@ -455,3 +461,92 @@ def test_openai_client_example_runs_in_demo_mode() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "[finished: length]" in proc.stdout or "[finished: eos]" in proc.stdout
+
+
+def test_default_budget_is_shortened_to_the_context(server: tuple[str, Any], model: OnnxModel) -> None:
+    """Without max_tokens, a long prompt gets what the context leaves; an explicit one must fit."""
+    url, _app = server
+    context = model.max_length
+    prompt = "hi " * 100
+    n_prompt = len(model.encode(prompt))
+    assert 0 < context - n_prompt < ServerLimits().default_max_tokens
+    body: dict[str, Any] = {"prompt": prompt, "temperature": 0}
+    r = httpx.post(f"{url}/v1/completions", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    usage = r.json()["usage"]
+    assert usage["prompt_tokens"] == n_prompt and usage["completion_tokens"] <= context - n_prompt
+    r = httpx.post(f"{url}/v1/completions", json={**body, "max_tokens": context - n_prompt + 1})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "max_tokens"
+
+
+class FailingTokenizerModel:
+    """The tiny model whose ``encode`` raises."""
+
+    def __init__(self, inner: OnnxModel) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def encode(self, text: str) -> list[int]:
+        raise RuntimeError(f"cannot tokenize {text!r}")
+
+
+def test_tokenizer_failure_is_a_json_500(model: OnnxModel) -> None:
+    app = create_app(FailingTokenizerModel(model), model_name="t")
+    with run_in_thread(app) as url:
+        r = httpx.post(f"{url}/v1/completions", json={"prompt": "abc", "stream": True})
+        assert r.status_code == 500
+        error = r.json()["error"]
+        assert error["type"] == "server_error" and "cannot tokenize 'abc'" in error["message"]
+        assert app.state.stats.snapshot()["started"] == 0
+
+
+def sse_payloads(text: str) -> list[str]:
+    """The data of each event of a complete server-sent event stream (every event ends with a blank line)."""
+    assert text.endswith("\n\n")
+    events = text[:-2].split("\n\n")
+    assert all(e.startswith("data: ") and "\n" not in e for e in events), events
+    return [e[len("data: ") :] for e in events]
+
+
+@pytest.mark.parametrize("chat", [False, True])
+@pytest.mark.parametrize("include_usage", [False, True])
+def test_stream_chunks_follow_the_openai_schema(
+    server: tuple[str, Any], chat: bool, include_usage: bool
+) -> None:
+    url, _app = server
+    body: dict[str, Any] = {"max_tokens": 12, "stream": True, "stop": "e", **SAMPLING}
+    if chat:
+        body["messages"] = [{"role": "user", "content": [{"type": "text", "text": "Hello"}]}]
+    else:
+        body["prompt"] = "Hello"
+    if include_usage:
+        body["stream_options"] = {"include_usage": True}
+    r = httpx.post(f"{url}/v1/{'chat/completions' if chat else 'completions'}", json=body, timeout=30)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    payloads = sse_payloads(r.text)
+    assert payloads[-1] == "[DONE]" and "[DONE]" not in payloads[:-1]
+    chunks = [json.loads(p) for p in payloads[:-1]]
+    if include_usage:
+        *chunks, last = chunks
+        assert last["choices"] == [] and set(last["usage"]) == {
+            "prompt_tokens",
+            "completion_tokens",
+            "total_tokens",
+        }
+        assert last["id"] == chunks[0]["id"]
+    assert chunks
+    for i, c in enumerate(chunks):
+        assert c["id"] == chunks[0]["id"] and c["id"].startswith("chatcmpl-" if chat else "cmpl-")
+        assert c["object"] == ("chat.completion.chunk" if chat else "text_completion")
+        assert isinstance(c["created"], int) and c["model"] == "tiny"
+        assert len(c["choices"]) == 1 and c["choices"][0]["index"] == 0
+        choice = c["choices"][0]
+        assert "finish_reason" in choice and (choice["finish_reason"] is None) == (i < len(chunks) - 1)
+        assert ("delta" in choice) if chat else isinstance(choice["text"], str)
+        if include_usage:
+            assert "usage" in c and c["usage"] is None
+        else:
+            assert "usage" not in c
+    assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
