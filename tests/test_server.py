@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -550,3 +553,74 @@ def test_stream_chunks_follow_the_openai_schema(
         else:
             assert "usage" not in c
     assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def raw_request(url: str, body: bytes, *, declared_length: int | None = None) -> socket.socket:
+    """Open a connection and send a POST /v1/completions head and ``body`` (raw, to cut it anywhere)."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    length = len(body) if declared_length is None else declared_length
+    head = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + body)
+    return sock
+
+
+def read_until(sock: socket.socket, marker: bytes, count: int = 1) -> None:
+    data = b""
+    while data.count(marker) < count:
+        chunk = sock.recv(65536)
+        assert chunk, f"the server closed before {count} x {marker!r}: {data[-300:]!r}"
+        data += chunk
+
+
+def test_disconnects_at_any_point_leave_nothing_behind(model: OnnxModel) -> None:
+    """Clients vanish mid-body, before the headers, while queued, mid-stream: all is released."""
+    errors: list[logging.LogRecord] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            errors.append(record)
+
+    handler = Collect(level=logging.ERROR)
+    before = set(threading.enumerate())
+    app = create_app(SlowModel(model, 0.01), model_name="t", limits=ServerLimits(max_concurrency=2))
+    try:
+        with run_in_thread(app) as url:
+            logging.getLogger("uvicorn.error").addHandler(handler)  # after uvicorn configured logging
+            stream = json.dumps({"prompt": "Go on", "max_tokens": 400, "stream": True}).encode()
+            plain = json.dumps({"prompt": "Go on", "max_tokens": 400}).encode()
+            open_socks = []
+            for _ in range(2):  # mid-stream: these take both generation slots
+                sock = raw_request(url, stream)
+                read_until(sock, b"data: ", 3)
+                open_socks.append(sock)
+            for _ in range(3):  # after the headers, queued for a slot
+                sock = raw_request(url, stream)
+                read_until(sock, b"\r\n\r\n")
+                open_socks.append(sock)
+            for _ in range(3):  # before the response headers (non-streaming, queued)
+                open_socks.append(raw_request(url, plain))
+            for _ in range(3):  # while sending the body
+                open_socks.append(raw_request(url, stream[:5], declared_length=len(stream)))
+            assert wait_for(lambda: app.state.stats.snapshot()["waiting"] == 6)
+            assert model.active_generations == 2
+            random.Random(7).shuffle(open_socks)
+            for sock in open_socks:
+                sock.close()
+            assert wait_for(lambda: model.active_generations == 0), "a generation kept running"
+            assert wait_for(lambda: (s := app.state.stats.snapshot())["active"] == 0 and s["waiting"] == 0), (
+                app.state.stats.snapshot()
+            )
+            snap = app.state.stats.snapshot()
+            assert snap["finished"] == {"cancelled": snap["started"]}, snap
+            assert snap["generated_tokens"] < 2 * 400
+            # the server still answers
+            ok = httpx.post(f"{url}/v1/completions", json={"prompt": "x", "max_tokens": 3}, timeout=10)
+            assert ok.status_code == 200
+    finally:
+        logging.getLogger("uvicorn.error").removeHandler(handler)
+    assert wait_for(lambda: set(threading.enumerate()) <= before), set(threading.enumerate()) - before
+    assert not errors, [r.getMessage() for r in errors]
