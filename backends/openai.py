@@ -8,7 +8,10 @@ fleet (vLLM, TGI, llama.cpp server, ``rxstream serve``) as to a local model.
 
 * Each subscription makes one HTTP request on its own worker thread (or on a given scheduler).
 * Disposing the subscription closes the HTTP stream at once (the socket is shut down, so a read
-  that is waiting for the next event returns), which makes the server cancel the generation.
+  that is waiting for the next event returns), which makes the server cancel the generation. This
+  holds from the moment the connection is made, also while waiting for the response headers; only
+  a request sent on a reused keep-alive connection cannot be interrupted before its headers arrive
+  (its worker then ends when they do, or after ``timeout``).
 * Network errors, HTTP error statuses, error events and malformed events go to ``on_error`` as
   :class:`OpenAIBackendError`, whose message names the URL and the offending event text.
 * ``on_finish`` receives the server's ``finish_reason`` as a :class:`~rxstream.Finish`: ``"length"``
@@ -290,7 +293,8 @@ class OpenAIBackend:
                 if not state["disposed"] and report(Finish(FinishReason.ERROR, error=err)):
                     observer.on_error(err)
 
-            def emit(choice: Mapping[str, Any], data: str) -> None:
+            def item_of(choice: Mapping[str, Any]) -> str | Piece | None:
+                """The item one choice carries (None: nothing to emit); ValueError if malformed."""
                 if kind == "chat":
                     delta = choice.get("delta") or {}
                     if not isinstance(delta, Mapping):
@@ -302,23 +306,36 @@ class OpenAIBackend:
                     raise ValueError(f"text is {type(text).__name__}, not a string")
                 if pieces:
                     ids, logprobs = _ids_and_logprobs(choice)
-                    if text or ids:
-                        observer.on_next(Piece(text, ids, logprobs))
-                elif text:
-                    observer.on_next(text)
+                    return Piece(text, ids, logprobs) if text or ids else None
+                return text or None
+
+            def trace(name: str, info: Mapping[str, Any]) -> None:
+                """httpcore's trace hook: learn the socket as soon as it is connected."""
+                if name not in ("connection.connect_tcp.complete", "connection.connect_unix_socket.complete"):
+                    return
+                stream = info.get("return_value")
+                sock = None
+                with contextlib.suppress(Exception):
+                    sock = stream.get_extra_info("socket") if stream is not None else None
+                with lock:
+                    state["sock"] = sock
+                    disposed = state["disposed"]
+                if disposed and sock is not None:  # disposed while connecting
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
 
             def work() -> None:
                 finish_reason: str | None = None
                 stop_reason: object = None
                 try:
-                    with client.stream("POST", url, json=body) as response:
+                    with client.stream("POST", url, json=body, extensions={"trace": trace}) as response:
                         with lock:
                             if state["disposed"]:
                                 return
                             stream = response.extensions.get("network_stream")
                             if stream is not None:
                                 with contextlib.suppress(Exception):
-                                    state["sock"] = stream.get_extra_info("socket")
+                                    state["sock"] = stream.get_extra_info("socket") or state["sock"]
                         status = response.status_code
                         if status >= 400:
                             text = response.read().decode("utf-8", "replace")
@@ -332,6 +349,7 @@ class OpenAIBackend:
                             if data.strip() == "[DONE]":
                                 done = True
                                 break
+                            items: list[str | Piece] = []
                             try:
                                 event = json.loads(data)
                                 if not isinstance(event, Mapping):
@@ -349,7 +367,9 @@ class OpenAIBackend:
                                         raise ValueError("a choice is not an object")
                                     if choice.get("index", 0) != 0:
                                         continue
-                                    emit(choice, data)
+                                    item = item_of(choice)
+                                    if item is not None:
+                                        items.append(item)
                                     if choice.get("finish_reason") is not None:
                                         finish_reason = str(choice["finish_reason"])
                                         stop_reason = choice.get("stop_reason")
@@ -359,6 +379,10 @@ class OpenAIBackend:
                                     event=data,
                                 )
                                 return
+                            for item in items:  # outside the try: a subscriber's error is not the event's
+                                if state["disposed"]:
+                                    return
+                                observer.on_next(item)
                         if state["disposed"]:
                             return
                         if not done and finish_reason is None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 import reactivex
 
@@ -279,3 +281,130 @@ def test_construction_errors() -> None:
         backend.chat("hello")  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="prompt"):
         backend.completions(3.5)  # type: ignore[call-overload]
+
+
+def silent_server() -> tuple[socket.socket, list[socket.socket]]:
+    """A socket that accepts connections and never answers (records the accepted connections)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+
+    threading.Thread(target=accept, daemon=True).start()
+    return srv, accepted
+
+
+def openai_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "rxstream-openai"]
+
+
+def test_dispose_before_the_response_headers_closes_the_connection() -> None:
+    srv, accepted = silent_server()
+    try:
+        rec = FinishRecorder()
+        errors: list[Exception] = []
+        backend = OpenAIBackend(f"http://127.0.0.1:{srv.getsockname()[1]}/v1", timeout=30)
+        sub = backend.completions("x", on_finish=rec).subscribe(on_error=errors.append)
+        deadline = time.monotonic() + 5
+        while not accepted and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert accepted and openai_threads()
+        time.sleep(0.05)  # the request is sent; the worker waits for headers that never come
+        sub.dispose()
+        deadline = time.monotonic() + 2
+        while openai_threads() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert not openai_threads(), "the worker waited for the headers after disposal"
+        accepted[0].settimeout(2)
+        while accepted[0].recv(65536):  # the request, then end of stream: the client closed
+            pass
+        assert errors == [] and rec.finish is not None and rec.finish.reason is FinishReason.CANCELLED
+        backend.close()
+    finally:
+        srv.close()
+        for conn in accepted:
+            conn.close()
+
+
+class Chunks(httpx.SyncByteStream):
+    def __init__(self, chunks: list[bytes], fail: Exception | None = None) -> None:
+        self.chunks = chunks
+        self.fail = fail
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.chunks
+        if self.fail is not None:
+            raise self.fail
+
+
+def scripted(raw: bytes, split: int, fail: Exception | None = None) -> httpx.MockTransport:
+    """A transport answering with ``raw`` as an event stream cut into ``split``-byte reads."""
+    chunks = [raw[i : i + split] for i in range(0, len(raw), split)]
+
+    def handler(_request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, stream=Chunks(chunks, fail))
+
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize("split", [1, 2, 3, 7, 1000])
+def test_sse_framing_crlf_comments_multiline_and_split_reads(split: int) -> None:
+    event_a = '{"choices": [{"index": 0,\r\ndata: "text": "Hel"}]}'  # one JSON over two data lines
+    raw = (
+        ": keep-alive\r\n\r\n"
+        "retry: 1000\r\nid: 1\r\nevent: message\r\n"
+        f"data: {event_a}\r\n\r\n"
+        ": another comment\n"
+        'data:{"choices": [{"index": 0, "text": "lo\\u00e9"}]}\n\n'
+        'data: {"choices": [{"index": 1, "text": "other choice"}]}\r\r'
+        "data: [DONE]\r\n\r\n"
+    ).encode()
+    rec = FinishRecorder()
+    with OpenAIBackend("http://test/v1", transport=scripted(raw, split)) as backend:
+        items, err = run(backend.completions("x", on_finish=rec))
+    assert err is None and "".join(items) == "Hello\u00e9"
+    assert rec.finish is not None and rec.finish.reason is FinishReason.EOS  # [DONE] without a reason
+
+
+def test_stream_broken_mid_event_is_an_error_with_context() -> None:
+    raw = b'data: {"choices": [{"index": 0, "text": "a"}]}\n\ndata: {"choices": [{"ind'
+    with OpenAIBackend("http://test/v1", transport=scripted(raw, 5)) as backend:
+        items, err = run(backend.completions("x"))
+    assert items == ["a"] and isinstance(err, OpenAIBackendError) and err.event == '{"choices": [{"ind'
+    broken = httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+    with OpenAIBackend("http://test/v1", transport=scripted(raw[:48], 5, fail=broken)) as backend:
+        items, err = run(backend.completions("x"))
+    assert items == ["a"] and isinstance(err, OpenAIBackendError)
+    assert "RemoteProtocolError" in str(err) and "http://test/v1/completions" in str(err)
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_error_statuses_with_json_bodies(server: tuple[str, Script], status: int) -> None:
+    url, script = server
+    script.status = status
+    items, err = run(OpenAIBackend(url).chat([{"role": "user", "content": "x"}]))
+    assert items == [] and isinstance(err, OpenAIBackendError) and err.status == status
+    assert f"HTTP {status}" in str(err) and "bad things" in str(err)
+
+
+def test_a_failing_subscriber_is_not_blamed_on_the_event(server: tuple[str, Script]) -> None:
+    url, script = server
+    script.events = [completion_event("a"), completion_event("", "stop"), "[DONE]"]
+
+    def on_next(_x: str) -> None:
+        raise ValueError("the subscriber broke")
+
+    errors: list[Exception] = []
+    done = threading.Event()
+    OpenAIBackend(url).completions("x").subscribe(on_next, lambda e: (errors.append(e), done.set()))
+    assert done.wait(5)
+    assert "the subscriber broke" in str(errors[0]) and "malformed" not in str(errors[0])
+    assert getattr(errors[0], "event", None) is None
