@@ -51,7 +51,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -240,7 +240,7 @@ class _Generation:
         self.state.stats._end(reason)
         self.state.stats._tokens(self.tokens)
 
-    async def texts(self) -> AsyncIterator[str]:
+    async def texts(self) -> AsyncGenerator[str, None]:
         """The text deltas; waits for a generation slot first; disposal on exit of any kind."""
         stats = self.state.stats
         slots = self.state.slots()
@@ -493,8 +493,9 @@ def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits
     async def _collect(gen: _Generation) -> tuple[Exception | None, str]:
         parts: list[str] = []
         try:
-            async for delta in gen.texts():
-                parts.append(delta)
+            async with contextlib.aclosing(gen.texts()) as texts:
+                async for delta in texts:
+                    parts.append(delta)
         except Exception as exc:
             return exc, ""
         return None, "".join(parts)
@@ -525,8 +526,10 @@ def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits
         if chat:
             yield chunk("", first=True)
         try:
-            async for delta in gen.texts():
-                yield chunk(delta)
+            # closed explicitly (not left to the garbage collector) when this generator is closed
+            async with contextlib.aclosing(gen.texts()) as texts:
+                async for delta in texts:
+                    yield chunk(delta)
         except Exception as exc:
             yield _sse(
                 {
@@ -582,6 +585,7 @@ def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
     ]
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         try:
