@@ -41,7 +41,7 @@ import reactivex
 from reactivex import abc
 from reactivex.disposable import Disposable
 
-from rxstream._finish import Finish, FinishCallback, FinishReason
+from rxstream._finish import Finish, FinishCallback, FinishOnce, FinishReason
 from rxstream._piece import Piece
 
 __all__ = ["OpenAIBackend", "OpenAIBackendError"]
@@ -277,16 +277,8 @@ class OpenAIBackend:
 
         def subscribe(observer: abc.ObserverBase[Any], _sched: abc.SchedulerBase | None = None) -> Disposable:
             lock = threading.Lock()
-            state: dict[str, Any] = {"disposed": False, "finished": False, "sock": None}
-
-            def report(finish: Finish) -> bool:
-                with lock:
-                    if state["finished"]:
-                        return False
-                    state["finished"] = True
-                if on_finish is not None:
-                    on_finish(finish)
-                return True
+            state: dict[str, Any] = {"disposed": False, "sock": None}
+            report = FinishOnce(on_finish)
 
             def fail(message: str, *, status: int | None = None, event: str | None = None) -> None:
                 err = OpenAIBackendError(message, url=url, status=status, event=event)

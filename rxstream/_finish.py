@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Finish", "FinishCallback", "FinishReason", "FinishRecorder"]
+__all__ = ["Finish", "FinishCallback", "FinishOnce", "FinishReason", "FinishRecorder"]
 
 
 class FinishReason(StrEnum):
@@ -116,3 +116,33 @@ class FinishRecorder:
             self._finish = None
             self.reports.clear()
             self._event.clear()
+
+
+class FinishOnce:
+    """Reports a stream's :class:`Finish` to ``on_finish`` at most once, from any thread.
+
+    For sources whose end can be decided by several threads at once (the producer completing, the
+    subscriber disposing): ``once(finish)`` calls the callback only the first time and returns
+    whether it did, so the caller knows whether it still owns the terminal notification.
+    """
+
+    __slots__ = ("_done", "_lock", "_on_finish")
+
+    def __init__(self, on_finish: FinishCallback | None) -> None:
+        self._lock = threading.Lock()
+        self._done = False
+        self._on_finish = on_finish
+
+    @property
+    def done(self) -> bool:
+        """True once a finish has been reported (or claimed)."""
+        return self._done
+
+    def __call__(self, finish: Finish) -> bool:
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+        if self._on_finish is not None:
+            self._on_finish(finish)
+        return True

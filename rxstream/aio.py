@@ -40,7 +40,7 @@ import reactivex
 from reactivex import abc
 from reactivex.disposable import Disposable
 
-from ._finish import Finish, FinishCallback, FinishReason
+from ._finish import Finish, FinishCallback, FinishOnce, FinishReason
 from ._piece import Piece
 
 __all__ = ["from_async_iterable", "to_async_iterable"]
@@ -314,17 +314,7 @@ def from_async_iterable(
                 on_finish(Finish(FinishReason.ERROR, error=err))
             observer.on_error(err)
             return Disposable()
-        lock = threading.Lock()
-        state = {"finished": False}
-
-        def report(finish: Finish) -> bool:
-            with lock:
-                if state["finished"]:
-                    return False
-                state["finished"] = True
-            if on_finish is not None:
-                on_finish(finish)
-            return True
+        report = FinishOnce(on_finish)
 
         async def run() -> None:
             source = ait() if callable(ait) else ait
