@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import reactivex as rx
@@ -214,3 +215,42 @@ def test_stop_keeps_ids_aligned_and_reports_dropped(inp: list[Piece], stops, inc
         # every id whose text reaches past the output up to the stop's end is reported dropped
         stop_end = len(expected) + (0 if include else len(match))
         assert set(dropped) >= {i for i, end in received if len(expected) < end <= stop_end}
+
+
+# -- SEMANTICS §1 completion rules: error and disposal at any point ---------------------------------------
+@settings(max_examples=150, deadline=None)
+@given(chunked(), rules_st, stops_st, st.integers(0, 20), st.sampled_from(["error", "dispose"]))
+def test_error_or_disposal_at_any_point_flushes_nothing(chunks: list[str], rules, stops, cut: int,
+                                                         how: str) -> None:
+    """An upstream error is forwarded without the held text; a disposal stops all emission and
+    reaches the source. Either way the output is exactly what earliest emission had released."""
+    cut = min(cut, len(chunks))
+    for make, released in (
+        (lambda: replace(rules), lambda seen: replace_emitted(seen, rules)),
+        (lambda: hold_back(stops), lambda seen: replace_emitted(seen, [(p, p) for p in stops])),
+        (lambda: stop(stops), lambda seen: stop_state(seen, stops)[0]),
+    ):
+        subject: rx.subject.Subject[str] = rx.subject.Subject()
+        out: list[str] = []
+        errors: list[Exception] = []
+        completed: list[bool] = []
+        sub = subject.pipe(make()).subscribe(out.append, errors.append, partial(completed.append, True))
+        seen = ""
+        for c in chunks[:cut]:
+            if completed:
+                break
+            subject.on_next(c)
+            seen += c
+        if completed:  # a stop decided before the cut: nothing more to check here
+            continue
+        boom = RuntimeError("upstream failed")
+        if how == "error":
+            subject.on_error(boom)
+            assert errors == [boom]
+        else:
+            sub.dispose()
+            assert not subject.observers  # the disposal reached the source
+            subject.on_next("more text")
+            subject.on_completed()
+            assert not errors and not completed
+        assert "".join(out) == released(seen)
