@@ -175,7 +175,7 @@ class Scanner:
                     out.append(s[c:k])
                     c = k
                 j = c
-            hit_leaf = False
+            # Walk the trie from c; stop at a leaf (nothing longer can match here) or a dead end.
             while j < n:
                 nxt = children[node].get(s[j])
                 if nxt is None:
@@ -184,26 +184,21 @@ class Scanner:
                 j += 1
                 t = terminal[node]
                 if t >= 0 and j > protect:
-                    if leaf[node]:
-                        hit_leaf = True
-                        best = t
-                        best_end = j
-                        break
                     best = t
                     best_end = j
+                    if leaf[node]:
+                        break
             else:
                 if not final:
                     break  # out of input inside a partial match: hold s[c:]
-                if j == c:  # nothing held at the end of the input
-                    break
-            if hit_leaf or best >= 0:
+            # Position c is resolved: the longest pattern completed there, or one literal character.
+            if best >= 0:
                 out.append(outputs[best])
                 if self.halt:
                     self.match = (base + c, best)
                     c = best_end
                     node = 0
                     best = -1
-                    j = c
                     break
                 c = best_end
             else:
