@@ -331,32 +331,54 @@ class _WindowEngine:
         self._done = ""  # the part of decode(ctx) already emitted
 
     def seed(self, prompt_ids: Sequence[int]) -> None:
-        """Use the end of the prompt as context (its text is never emitted)."""
+        """Use the end of the prompt as context (its text is never emitted).
+
+        The prompt decides its text up to its last complete character. When it ends inside one,
+        ``decode`` shows U+FFFD for the incomplete bytes, and a ByteFallback decoder even turns the
+        whole run of byte tokens into U+FFFD, complete characters included; so the decided text is
+        taken from the prompt without its last 1-3 ids (at most one incomplete character), and
+        those ids stay in the context for the generation to complete.
+        """
         for i in prompt_ids:
             if not (0 <= i < self._n):
                 raise out_of_vocab(i, self._n)
-        self._ctx = list(prompt_ids[-self._window :])
-        self._done = self._decode(self._ctx).rstrip(_REPLACEMENT)
+        ids = list(prompt_ids[-(self._window + 6) :])
+        n = len(ids)
+        back, text = self._clean_start(ids, max(0, n - self._window))
+        if text.endswith(_REPLACEMENT):
+            for j in range(1, min(3, n) + 1):
+                body = ids[: n - j]
+                b, t = self._clean_start(body, max(0, len(body) - self._window))
+                if not t.endswith(_REPLACEMENT):
+                    # a lossy decoder (ByteLevel) may still show complete text the dropped ids hold
+                    whole = self._decode(ids[b:]).rstrip(_REPLACEMENT)
+                    back, text = b, (whole if whole.startswith(t) else t)
+                    break
+            else:
+                text = text.rstrip(_REPLACEMENT)  # invalid bytes or a real U+FFFD: best effort
+        self._ctx = ids[back:]
+        self._done = text
 
     def _decode(self, ids: list[int]) -> str:
         return self._tok.decode(ids, self._skip) if ids else ""
 
     def _clean_start(self, ids: list[int], start: int, full: str | None = None) -> tuple[int, str]:
-        """Where the window over ``ids`` starts (``start`` or up to 3 ids later), and its text.
+        """Where the window over ``ids`` starts (``start``, or up to 3 ids later or earlier), and
+        its text.
 
         A window that starts inside a character decodes it as U+FFFD (a ByteFallback decoder even
         turns the whole byte run into U+FFFD, complete characters included), and every later
-        decode would then differ from the real text; starting past that character avoids that.
+        decode would then differ from the real text; starting at that character's end (or, when
+        the window is too short for that, at its start) avoids that.
         """
         text = self._decode(ids[start:]) if start or full is None else full
-        back = start
-        while start and back - start < 3 and back + 1 < len(ids) and text.startswith(_REPLACEMENT):
-            back += 1
-            text = self._decode(ids[back:])
-        if text.startswith(_REPLACEMENT) and back != start:
-            back = start
-            text = self._decode(ids[start:])
-        return back, text
+        if not start or not text.startswith(_REPLACEMENT):
+            return start, text
+        for back in (*range(start + 1, min(start + 4, len(ids))), *range(start - 1, max(start - 4, -1), -1)):
+            cand = self._decode(ids[back:])
+            if not cand.startswith(_REPLACEMENT):
+                return back, cand
+        return start, text
 
     def push_one(self, i: int) -> str:
         """Text completed by one id."""
@@ -418,7 +440,8 @@ class StreamDetokenizer:
         prompt_ids: ids that come before the generation (a sequence or a 1-d array of integer
             ids; None or empty for none): they set the context (leading-space rules, a character
             split across the boundary) and their text is never emitted.
-        window: context ids kept by the windowed fallback (unused on the exact table path).
+        window: context ids kept by the windowed fallback (up to 3 more where the window would
+            otherwise start or the prompt end inside a character; unused on the exact table path).
         cap: how many ids the windowed fallback waits at most while decodes end in U+FFFD or the
             decoded context changes.
 

@@ -372,3 +372,40 @@ def test_windowed_fallback_long_byte_fallback_run() -> None:
         deltas = stream(det, ids)
         assert "".join(deltas) == tok.decode(ids) == text
         assert all("\ufffd" not in d for d in deltas)
+
+
+def _prompt_decided(tok: Tokenizer, ids: list[int], k: int) -> str:
+    """The part of ``decode(ids)`` that the prompt ``ids[:k]`` already decides (see the property
+    tests): the longest common prefix with the decode of the prompt or of the prompt without its
+    last 1-3 ids (which hold at most one incomplete character)."""
+    full = tok.decode(ids)
+    best = 0
+    for j in range(max(0, k - 3), k + 1):
+        pre = tok.decode(ids[:j]) if j else ""
+        n = 0
+        while n < min(len(pre), len(full)) and pre[n] == full[n]:
+            n += 1
+        best = max(best, n)
+    return full[:best]
+
+
+@pytest.mark.parametrize("window", [6, 2, 1])
+def test_windowed_fallback_prompt_ends_inside_byte_run(window: int) -> None:
+    """Prompt ending inside (or with a window starting inside) a run of byte tokens, windowed path.
+
+    The ByteFallback decoder turns the prompt's whole byte run into U+FFFD while its last character
+    is incomplete, so the prompt's complete characters were taken for undecided text: a prompt
+    ending after 🇩 and two bytes of 🇪 gave "🇩🇪" (🇩 again), and a window starting inside 🇩 gave
+    "\ufffd" * 7 + " " instead of "🇪 ".
+    """
+    tok = tf.llama_windowed()
+    family = "👨\u200d👩\u200d👧\u200d👦"
+    for text in ("x 🇩🇪 y", f"a {family}中 b", "🇩🇪", f"{family}{family}"):
+        ids = tok.encode(text).ids
+        for k in range(len(ids) + 1):
+            det = StreamDetokenizer(tok, prompt_ids=ids[:k], window=window)
+            assert not det.exact
+            deltas = stream(det, ids[k:])
+            expected = tok.decode(ids)[len(_prompt_decided(tok, ids, k)) :]
+            assert "".join(deltas) == expected, (text, k, deltas)
+            assert all("\ufffd" not in d for d in deltas), (text, k, deltas)

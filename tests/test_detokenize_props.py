@@ -229,3 +229,37 @@ def test_prompt_split_byte_fallback(data: st.DataObject) -> None:
     k = len(tok.encode(before).ids) + cut
     out = "".join(run(tok, [[i] for i in ids[k:]], True, ids[:k]))
     assert out == tok.decode(ids)[len(_emitted_by_prompt(tok, ids, k, True)) :]
+
+
+_emoji_cjk = st.one_of(
+    st.sampled_from(EMOJI), _cjk, _hangul, _words,
+    st.text(alphabet=st.characters(min_codepoint=0x1F300, max_codepoint=0x1FAFF), min_size=1, max_size=3),
+)
+
+
+@SETTINGS
+@given(
+    parts=st.lists(st.tuples(st.lists(_emoji_cjk, min_size=1, max_size=4).map("".join), st.booleans()),
+                   min_size=1, max_size=5),
+    data=st.data(),
+    sizes=st.lists(st.integers(0, 4), max_size=6),
+    window=st.sampled_from([6, 6, 4, 2]),
+)
+def test_prompt_split_windowed_fallback(
+    parts: list[tuple[str, bool]], data: st.DataObject, sizes: list[int], window: int
+) -> None:
+    """Windowed fallback with a ByteFallback decoder: the prompt may end anywhere, inside a run of
+    byte tokens and inside a character included; the generation emits exactly the rest, the
+    split character once and whole, no U+FFFD."""
+    tok = tf.llama_windowed()
+    ids: list[int] = []
+    for text, as_bytes in parts:
+        ids += byte_ids(tok, text) if as_bytes else tok.encode(text).ids
+    k = data.draw(st.integers(0, len(ids)), label="split")
+    det = StreamDetokenizer(tok, prompt_ids=ids[:k], window=window)
+    assert not det.exact
+    deltas = [det.push(item) for item in chunked(ids[k:], sizes)] + [det.finish()]
+    full = tok.decode(ids)
+    assert "".join(deltas) == full[len(_emitted_by_prompt(tok, ids, k, True)) :]
+    if "\ufffd" not in full:
+        assert not any("\ufffd" in d for d in deltas), deltas

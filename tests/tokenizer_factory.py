@@ -27,6 +27,7 @@ __all__ = [
     "bytelevel",
     "corpus",
     "llama",
+    "llama_windowed",
     "metaspace",
     "unigram",
     "wordpiece",
@@ -123,6 +124,17 @@ def llama(vocab_size: int = 2000, max_bytes: int = 400_000) -> Tokenizer:
     )
     tok.train_from_iterator(_lines(max_bytes), trainer=trainer)
     return _add_byte_tokens(tok)
+
+
+@functools.cache
+def llama_windowed() -> Tokenizer:
+    """The :func:`llama` model with a decoder no per-id table reproduces (``Replace`` after ``Fuse``),
+    so that detokenization takes the windowed fallback over runs of byte-fallback tokens."""
+    tok = Tokenizer.from_str(llama().to_str())
+    tok.decoder = decoders.Sequence(
+        [decoders.ByteFallback(), decoders.Fuse(), decoders.Replace("\u2581", " "), decoders.Strip(" ", 1, 0)]
+    )
+    return tok
 
 
 @functools.cache
