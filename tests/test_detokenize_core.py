@@ -374,14 +374,14 @@ def test_windowed_fallback_long_byte_fallback_run() -> None:
         assert all("\ufffd" not in d for d in deltas)
 
 
-def _prompt_decided(tok: Tokenizer, ids: list[int], k: int) -> str:
+def _prompt_decided(tok: Tokenizer, ids: list[int], k: int, skip: bool = True) -> str:
     """The part of ``decode(ids)`` that the prompt ``ids[:k]`` already decides (see the property
     tests): the longest common prefix with the decode of the prompt or of the prompt without its
     last 1-3 ids (which hold at most one incomplete character)."""
-    full = tok.decode(ids)
+    full = tok.decode(ids, skip_special_tokens=skip)
     best = 0
     for j in range(max(0, k - 3), k + 1):
-        pre = tok.decode(ids[:j]) if j else ""
+        pre = tok.decode(ids[:j], skip_special_tokens=skip) if j else ""
         n = 0
         while n < min(len(pre), len(full)) and pre[n] == full[n]:
             n += 1
@@ -409,3 +409,28 @@ def test_windowed_fallback_prompt_ends_inside_byte_run(window: int) -> None:
             expected = tok.decode(ids)[len(_prompt_decided(tok, ids, k)) :]
             assert "".join(deltas) == expected, (text, k, deltas)
             assert all("\ufffd" not in d for d in deltas), (text, k, deltas)
+
+
+@pytest.mark.parametrize("decoder", tf.UNIGRAM_BYTE_DECODERS)
+def test_unigram_byte_fallback_every_split(decoder: str) -> None:
+    """Unigram with byte fallback: characters the vocabulary lacks come out of byte tokens, a
+    ``▁`` spelled in byte tokens is decoded as ``decode`` does (a space only where the decoder's
+    ``Metaspace`` step sees it), and every prompt/generation split gives the rest exactly."""
+    tok = tf.unigram_byte_fallback(decoder)
+    meta = [tok.token_to_id(f"<0x{b:02X}>") for b in "\u2581".encode()]
+    emoji = "👨\u200d👩\u200d👧\u200d👦"
+    for ids in (
+        tok.encode(f"x 🇩🇪 y {emoji} 𝔘𝔫𝔦 ✓ 中文").ids,
+        meta + tok.encode("hello 😀").ids + meta + tok.encode("🦀").ids,
+        [tok.token_to_id("</s>"), *meta, *tok.encode(" a").ids],
+    ):
+        assert any(tok.id_to_token(i).startswith("<0x") for i in ids)
+        for skip in (True, False):
+            full = tok.decode(ids, skip_special_tokens=skip)
+            assert "".join(stream(StreamDetokenizer(tok, skip_special_tokens=skip), ids)) == full
+            for k in range(len(ids) + 1):
+                det = StreamDetokenizer(tok, skip_special_tokens=skip, prompt_ids=ids[:k])
+                deltas = stream(det, ids[k:])
+                decided = _prompt_decided(tok, ids, k, skip)
+                assert "".join(deltas) == full[len(decided) :], (decoder, ids, k, skip, deltas)
+                assert all("\ufffd" not in d for d in deltas), (decoder, ids, k, deltas)

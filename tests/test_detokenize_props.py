@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer
@@ -18,6 +19,7 @@ SPECIALS = {
     "llama": ["<s>", "</s>", "<unk>"],
     "metaspace": ["<s>", "</s>"],
     "unigram": ["</s>", "<pad>"],
+    "unigram_byte_fallback": ["</s>", "<pad>", "<unk>"],
     "wordpiece": ["[CLS]", "[SEP]", "[MASK]"],
 }
 EMOJI = ["👨\u200d👩\u200d👧\u200d👦", "🧑🏾\u200d💻", "🏳️\u200d🌈", "🇩🇪", "🇯🇵🇰🇷",
@@ -263,3 +265,31 @@ def test_prompt_split_windowed_fallback(
     assert "".join(deltas) == full[len(_emitted_by_prompt(tok, ids, k, True)) :]
     if "\ufffd" not in full:
         assert not any("\ufffd" in d for d in deltas), deltas
+
+
+@pytest.mark.parametrize("decoder", tf.UNIGRAM_BYTE_DECODERS)
+def test_unigram_byte_fallback(decoder: str) -> None:
+    """SentencePiece Unigram with byte fallback (built by hand, with each decoder chain conversions
+    write): exact against ``decode`` for text the vocabulary lacks (emoji, rare CJK, anything: byte
+    tokens), for mixed byte runs and any chunking, and from any prompt/generation split."""
+    tok = tf.unigram_byte_fallback(decoder)
+    assert StreamDetokenizer(tok).exact == (decoder != "windowed")
+
+    @SETTINGS
+    @given(
+        parts=st.lists(st.tuples(texts("unigram_byte_fallback"), st.booleans()), min_size=1, max_size=4),
+        data=st.data(),
+        sizes=st.lists(st.integers(0, 4), max_size=6),
+        skip=st.booleans(),
+    )
+    def prop(parts: list[tuple[str, bool]], data: st.DataObject, sizes: list[int], skip: bool) -> None:
+        ids: list[int] = []
+        for text, as_bytes in parts:
+            ids += byte_ids(tok, text) if as_bytes else tok.encode(text).ids
+        _check_exact(tok, ids, sizes, skip)
+        k = data.draw(st.integers(0, len(ids)), label="split")
+        out = "".join(run(tok, chunked(ids[k:], sizes), skip, ids[:k]))
+        full = tok.decode(ids, skip_special_tokens=skip)
+        assert out == full[len(_emitted_by_prompt(tok, ids, k, skip)) :]
+
+    prop()

@@ -30,6 +30,7 @@ __all__ = [
     "llama_windowed",
     "metaspace",
     "unigram",
+    "unigram_byte_fallback",
     "wordpiece",
 ]
 
@@ -166,6 +167,46 @@ def unigram(vocab_size: int = 1500, max_bytes: int = 200_000) -> Tokenizer:
         show_progress=False,
     )
     tok.train_from_iterator(_lines(max_bytes), trainer=trainer)
+    return tok
+
+
+UNIGRAM_BYTE_DECODERS = ("sentencepiece", "metaspace", "fuse", "windowed")
+"""Decoders of :func:`unigram_byte_fallback`, as conversions of SentencePiece models write them."""
+
+
+@functools.cache
+def unigram_byte_fallback(decoder: str = "sentencepiece") -> Tokenizer:
+    """SentencePiece Unigram with byte fallback, built by hand (``UnigramTrainer`` ignores
+    ``byte_fallback``): the trained :func:`unigram` pieces and scores, plus ``<0x00>``..``<0xFF>``
+    pieces used for every character the vocabulary lacks (emoji, most CJK).
+
+    ``decoder`` picks the decoder chain:
+
+    * ``"sentencepiece"``: ``Replace("▁", " ")``, ``ByteFallback``, ``Fuse``, ``Strip(" ", 1, 0)``
+      (what converting a byte-fallback SentencePiece model gives);
+    * ``"metaspace"``: ``ByteFallback`` then ``Metaspace`` (a Unigram tokenizer's own decoder with
+      ``ByteFallback`` put in front);
+    * ``"fuse"``: ``ByteFallback``, ``Fuse`` (``▁`` stays in the text);
+    * ``"windowed"``: ``ByteFallback``, ``Fuse``, ``Replace``, ``Strip`` (no exact table: the
+      detokenizer falls back to its window).
+    """
+    data = json.loads(unigram().to_str())
+    pieces: list[tuple[str, float]] = [(str(p), float(s)) for p, s in data["model"]["vocab"]]
+    known = {p for p, _ in pieces}
+    pieces += [(f"<0x{b:02X}>", 0.0) for b in range(256) if f"<0x{b:02X}>" not in known]
+    model = models.Unigram(pieces, unk_id=data["model"]["unk_id"], byte_fallback=True)
+    tok = Tokenizer(model)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    chains = {
+        "sentencepiece": [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                          decoders.Strip(" ", 1, 0)],
+        "metaspace": [decoders.ByteFallback(), decoders.Metaspace(replacement="▁", prepend_scheme="always")],
+        "fuse": [decoders.ByteFallback(), decoders.Fuse()],
+        "windowed": [decoders.ByteFallback(), decoders.Fuse(), decoders.Replace("▁", " "),
+                     decoders.Strip(" ", 1, 0)],
+    }
+    tok.decoder = decoders.Sequence(chains[decoder])
+    tok.add_special_tokens(["<pad>", "</s>", "<unk>"])
     return tok
 
 
