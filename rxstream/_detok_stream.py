@@ -440,7 +440,7 @@ class StreamDetokenizer:
         prompt_ids: ids that come before the generation (a sequence or a 1-d array of integer
             ids; None or empty for none): they set the context (leading-space rules, a character
             split across the boundary) and their text is never emitted.
-        window: context ids kept by the windowed fallback (up to 3 more where the window would
+        window: context ids kept by the windowed fallback (up to 6 more where the window would
             otherwise start or the prompt end inside a character; unused on the exact table path).
         cap: how many ids the windowed fallback waits at most while decodes end in U+FFFD or the
             decoded context changes.
