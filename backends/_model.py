@@ -98,6 +98,16 @@ def _create_session(
     return session, running
 
 
+def fused_attention_off_device(device: str, ops: frozenset[str], kv_dtype: Any) -> bool:
+    """True when the graph's fused attention cannot run on ``device``.
+
+    ONNX Runtime's CUDA GroupQueryAttention kernel exists for float16 and bfloat16 only; a float32
+    graph would have its attention nodes placed on the CPU, copying the KV cache across at every
+    step. The plain-attention graph (standard ONNX ops) runs on CUDA in float32.
+    """
+    return device == "cuda" and "GroupQueryAttention" in ops and np.dtype(kv_dtype) == np.float32
+
+
 class _Graph:
     """One ONNX session plus the names and shapes of its KV cache."""
 
@@ -165,6 +175,7 @@ class _Graph:
         vocab = logits_meta.shape[-1] if logits_meta.shape else None
         self.vocab_out = int(vocab) if isinstance(vocab, int) else (config.vocab_size if config else 0)
         graph_ops = {n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
+        self.ops = frozenset(graph_ops)
         # fused attention that can share past/present buffers (fp32 logits needed for the fixed buffer)
         self.shares_buffer = (
             "GroupQueryAttention" in graph_ops
@@ -453,6 +464,16 @@ class OnnxModel:
         )
 
         graph = _Graph(model_file, provider, threads, config, spinning)
+        if fused_attention_off_device(graph.device, graph.ops, graph.kv_dtype):
+            plain = directory / BATCH_MODEL_FILE
+            if plain.is_file():
+                log.info("OnnxModel: %s uses float32 GroupQueryAttention, which has no CUDA kernel; "
+                         "running %s on CUDA instead", model_file.name, plain.name)
+                graph = _Graph(plain, provider, threads, config, spinning)
+            else:
+                log.warning("OnnxModel: %s uses float32 GroupQueryAttention, which has no CUDA kernel: "
+                            "ONNX Runtime will run those nodes on the CPU (slow); export a float16 "
+                            "model for CUDA", model_file.name)
         if config.num_layers != graph.num_layers:
             raise ValueError(
                 f"OnnxModel.load: {model_file.name} has {graph.num_layers} layers of KV cache but "

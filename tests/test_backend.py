@@ -520,3 +520,30 @@ def test_generation_stops_at_the_context_length(which: str, request: pytest.Fixt
     assert rec.finish is not None and rec.finish.reason is FinishReason.LENGTH
     # the same ids as a generation whose budget ends there
     assert ids == collect(m, prompt, max_new_tokens=5, ignore_eos=True)
+
+
+def test_cuda_uses_the_plain_graph_for_float32_fused_attention(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """ORT's CUDA GroupQueryAttention is float16/bfloat16 only: a float32 GQA model must switch to
+    the plain-attention graph on CUDA (checked here by pretending the CPU session is a CUDA one)."""
+    from rxstream.backends import _model
+
+    assert _model.fused_attention_off_device("cuda", frozenset({"GroupQueryAttention"}), np.float32)
+    assert not _model.fused_attention_off_device("cuda", frozenset({"GroupQueryAttention"}), np.float16)
+    assert not _model.fused_attention_off_device("cpu", frozenset({"GroupQueryAttention"}), np.float32)
+    assert not _model.fused_attention_off_device("cuda", frozenset({"MatMul"}), np.float32)
+
+    directory = build_tiny_model(tmp_path / "gqa", seed=0, attention="gqa")
+    monkeypatch.setattr(_model, "fused_attention_off_device",
+                        lambda device, graph_ops, dtype: "GroupQueryAttention" in graph_ops)
+    model = OnnxModel.load(directory, provider="cpu")
+    assert "GroupQueryAttention" not in model._graph.ops
+    assert model._graph.path.name == "model_plain.onnx"
+    # the plain graph gives the same greedy answer as the fused one
+    monkeypatch.undo()
+    reference = OnnxModel.load(directory, provider="cpu")
+    assert "GroupQueryAttention" in reference._graph.ops
+    prompt = reference.tokenizer.encode("hello there").ids
+    a = model.generate(prompt, max_new_tokens=8).pipe(ops.to_list()).run()
+    b = reference.generate(prompt, max_new_tokens=8).pipe(ops.to_list()).run()
+    assert a == b
