@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tokenizers import Tokenizer
+
 
 def first_rules(rules: Sequence[tuple[str, str]]) -> dict[str, str]:
     out: dict[str, str] = {}
@@ -77,3 +79,23 @@ def stop_state(text: str, stops: Sequence[str], include_stop: bool = False) -> t
         return (batch_out if s0 is not None else text), False
     cut = min([*q_set, *([p0] if p0 is not None else [])], default=len(text))
     return text[:cut], False
+
+
+def prompt_decided(tok: Tokenizer, ids: list[int], k: int, skip: bool = True) -> str:
+    """The text the prompt ``ids[:k]`` completes: the part of the full text it already decides.
+
+    When the prompt ends inside a character, ``decode(prompt)`` shows U+FFFD for the incomplete
+    bytes (ByteFallback even turns its whole byte run into U+FFFD, complete characters included),
+    so the reference is the longest common prefix of the full text with the decode of the prompt
+    or of the prompt without its last 1-3 ids (those hold at most one incomplete character). The
+    generation then emits the completed character whole.
+    """
+    full = tok.decode(ids, skip_special_tokens=skip)
+    best = 0
+    for j in range(max(0, k - 3), k + 1):
+        pre = tok.decode(ids[:j], skip_special_tokens=skip) if j else ""
+        n = 0
+        while n < min(len(pre), len(full)) and pre[n] == full[n]:
+            n += 1
+        best = max(best, n)
+    return full[:best]

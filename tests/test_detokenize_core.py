@@ -11,6 +11,7 @@ from tokenizers import models as tk_models
 from rxstream import StreamDetokenizer, TokenizerProtocol
 from rxstream._detok_protocol import HFTokenizerAdapter, as_detok_tokenizer
 from rxstream._detok_stream import incomplete_utf8_start
+from tests.reference import prompt_decided
 
 from . import tokenizer_factory as tf
 
@@ -374,21 +375,6 @@ def test_windowed_fallback_long_byte_fallback_run() -> None:
         assert all("\ufffd" not in d for d in deltas)
 
 
-def _prompt_decided(tok: Tokenizer, ids: list[int], k: int, skip: bool = True) -> str:
-    """The part of ``decode(ids)`` that the prompt ``ids[:k]`` already decides (see the property
-    tests): the longest common prefix with the decode of the prompt or of the prompt without its
-    last 1-3 ids (which hold at most one incomplete character)."""
-    full = tok.decode(ids, skip_special_tokens=skip)
-    best = 0
-    for j in range(max(0, k - 3), k + 1):
-        pre = tok.decode(ids[:j], skip_special_tokens=skip) if j else ""
-        n = 0
-        while n < min(len(pre), len(full)) and pre[n] == full[n]:
-            n += 1
-        best = max(best, n)
-    return full[:best]
-
-
 @pytest.mark.parametrize("window", [6, 2, 1])
 def test_windowed_fallback_prompt_ends_inside_byte_run(window: int) -> None:
     """Prompt ending inside (or with a window starting inside) a run of byte tokens, windowed path.
@@ -406,7 +392,7 @@ def test_windowed_fallback_prompt_ends_inside_byte_run(window: int) -> None:
             det = StreamDetokenizer(tok, prompt_ids=ids[:k], window=window)
             assert not det.exact
             deltas = stream(det, ids[k:])
-            expected = tok.decode(ids)[len(_prompt_decided(tok, ids, k)) :]
+            expected = tok.decode(ids)[len(prompt_decided(tok, ids, k)) :]
             assert "".join(deltas) == expected, (text, k, deltas)
             assert all("\ufffd" not in d for d in deltas), (text, k, deltas)
 
@@ -431,6 +417,6 @@ def test_unigram_byte_fallback_every_split(decoder: str) -> None:
             for k in range(len(ids) + 1):
                 det = StreamDetokenizer(tok, skip_special_tokens=skip, prompt_ids=ids[:k])
                 deltas = stream(det, ids[k:])
-                decided = _prompt_decided(tok, ids, k, skip)
+                decided = prompt_decided(tok, ids, k, skip)
                 assert "".join(deltas) == full[len(decided) :], (decoder, ids, k, skip, deltas)
                 assert all("\ufffd" not in d for d in deltas), (decoder, ids, k, deltas)

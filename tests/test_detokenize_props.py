@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from rxstream import StreamDetokenizer
+from tests.reference import prompt_decided
 
 from . import tokenizer_factory as tf
 
@@ -165,26 +166,6 @@ def test_random_ids_all_families(data: st.DataObject) -> None:
             assert "".join(deltas) == expected, family
 
 
-def _emitted_by_prompt(tok: Tokenizer, ids: list[int], k: int, skip: bool) -> str:
-    """The text the prompt ``ids[:k]`` completes: the part of the full text it already decides.
-
-    When the prompt ends inside a character, ``decode(prompt)`` shows U+FFFD for the incomplete
-    bytes (ByteFallback even turns its whole byte run into U+FFFD, complete characters included),
-    so the reference is the longest common prefix of the full text with the decode of the prompt
-    or of the prompt without its last 1-3 ids (those hold at most one incomplete character). The
-    generation then emits the completed character whole.
-    """
-    full = tok.decode(ids, skip_special_tokens=skip)
-    best = 0
-    for j in range(max(0, k - 3), k + 1):
-        pre = tok.decode(ids[:j], skip_special_tokens=skip) if j else ""
-        n = 0
-        while n < min(len(pre), len(full)) and pre[n] == full[n]:
-            n += 1
-        best = max(best, n)
-    return full[:best]
-
-
 def _prompt_property(family: str) -> None:
     tok = tf.all_tokenizers()[family]
 
@@ -196,7 +177,7 @@ def _prompt_property(family: str) -> None:
         prompt, gen = ids[:k], ids[k:]
         out = "".join(run(tok, [[i] for i in gen], skip, prompt))
         full = tok.decode(ids, skip_special_tokens=skip)
-        assert out == full[len(_emitted_by_prompt(tok, ids, k, skip)) :]
+        assert out == full[len(prompt_decided(tok, ids, k, skip)) :]
 
     prop()
 
@@ -230,7 +211,7 @@ def test_prompt_split_byte_fallback(data: st.DataObject) -> None:
     ids = tok.encode(before).ids + cbytes + tok.encode(after).ids
     k = len(tok.encode(before).ids) + cut
     out = "".join(run(tok, [[i] for i in ids[k:]], True, ids[:k]))
-    assert out == tok.decode(ids)[len(_emitted_by_prompt(tok, ids, k, True)) :]
+    assert out == tok.decode(ids)[len(prompt_decided(tok, ids, k, True)) :]
 
 
 _emoji_cjk = st.one_of(
@@ -262,7 +243,7 @@ def test_prompt_split_windowed_fallback(
     assert not det.exact
     deltas = [det.push(item) for item in chunked(ids[k:], sizes)] + [det.finish()]
     full = tok.decode(ids)
-    assert "".join(deltas) == full[len(_emitted_by_prompt(tok, ids, k, True)) :]
+    assert "".join(deltas) == full[len(prompt_decided(tok, ids, k, True)) :]
     if "\ufffd" not in full:
         assert not any("\ufffd" in d for d in deltas), deltas
 
@@ -290,6 +271,6 @@ def test_unigram_byte_fallback(decoder: str) -> None:
         k = data.draw(st.integers(0, len(ids)), label="split")
         out = "".join(run(tok, chunked(ids[k:], sizes), skip, ids[:k]))
         full = tok.decode(ids, skip_special_tokens=skip)
-        assert out == full[len(_emitted_by_prompt(tok, ids, k, skip)) :]
+        assert out == full[len(prompt_decided(tok, ids, k, skip)) :]
 
     prop()

@@ -13,9 +13,10 @@ from reactivex import operators as ops
 from rxstream import Piece
 from rxstream.operators import detokenize
 from rxstream.testing import MarbleTest, check_docstring_marbles
+from tests.reference import prompt_decided
 
 from . import tokenizer_factory as tf
-from .test_detokenize_props import EMOJI, _emitted_by_prompt, chunked, texts
+from .test_detokenize_props import EMOJI, chunked, texts
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -116,7 +117,7 @@ def test_prompt_ids_operator() -> None:
     full = tok.decode(ids)
     for k in range(len(ids) + 1):
         out = rx.from_iterable(ids[k:]).pipe(detokenize(tok, prompt_ids=ids[:k]), ops.to_list()).run()
-        assert "".join(out) == full[len(_emitted_by_prompt(tok, ids, k, True)) :]
+        assert "".join(out) == full[len(prompt_decided(tok, ids, k, True)) :]
         assert all(out)
 
 
@@ -205,7 +206,7 @@ def test_numpy_ids_and_prompt_are_accepted_bools_are_not() -> None:
     ids = tok.encode("Hello world, 你好 😀 there").ids
     k = 3
     expected = rx.from_iterable(ids[k:]).pipe(detokenize(tok, prompt_ids=ids[:k]), ops.to_list()).run()
-    assert "".join(expected) == tok.decode(ids)[len(_emitted_by_prompt(tok, ids, k, True)) :]
+    assert "".join(expected) == tok.decode(ids)[len(prompt_decided(tok, ids, k, True)) :]
     # was: ValueError "truth value of an array is ambiguous" at construction
     for prompt in (np.array(ids[:k]), [np.int64(i) for i in ids[:k]], tuple(np.array(ids[:k], np.int32))):
         for items in ([np.int64(i) for i in ids[k:]], [np.array(ids[k:])], [[np.uint32(i) for i in ids[k:]]],

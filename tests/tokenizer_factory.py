@@ -109,6 +109,18 @@ def bytelevel(vocab_size: int = 2000, max_bytes: int = 400_000) -> Tokenizer:
     return tok
 
 
+def _train_sentencepiece_bpe(tok: Tokenizer, vocab_size: int, max_bytes: int) -> None:
+    """Train a SentencePiece-style BPE (``<unk>``, ``<s>``, ``</s>``; a small alphabet, so that
+    rare characters fall back to byte tokens) on the corpus."""
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<unk>", "<s>", "</s>"],
+        limit_alphabet=120,
+        show_progress=False,
+    )
+    tok.train_from_iterator(_lines(max_bytes), trainer=trainer)
+
+
 @functools.cache
 def llama(vocab_size: int = 2000, max_bytes: int = 400_000) -> Tokenizer:
     """Llama/Mistral style byte-fallback BPE: ``▁`` normalizer, Replace/ByteFallback/Fuse/Strip decoder."""
@@ -117,13 +129,7 @@ def llama(vocab_size: int = 2000, max_bytes: int = 400_000) -> Tokenizer:
     tok.decoder = decoders.Sequence(
         [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
     )
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<unk>", "<s>", "</s>"],
-        limit_alphabet=120,
-        show_progress=False,
-    )
-    tok.train_from_iterator(_lines(max_bytes), trainer=trainer)
+    _train_sentencepiece_bpe(tok, vocab_size, max_bytes)
     return _add_byte_tokens(tok)
 
 
@@ -144,13 +150,7 @@ def metaspace(vocab_size: int = 1500, max_bytes: int = 300_000) -> Tokenizer:
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement="▁")])
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=["<unk>", "<s>", "</s>"],
-        limit_alphabet=120,
-        show_progress=False,
-    )
-    tok.train_from_iterator(_lines(max_bytes), trainer=trainer)
+    _train_sentencepiece_bpe(tok, vocab_size, max_bytes)
     return _add_byte_tokens(tok)
 
 
