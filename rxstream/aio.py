@@ -28,7 +28,6 @@ Threading model of :func:`to_async_iterable`:
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import threading
 import weakref
@@ -340,38 +339,48 @@ def from_async_iterable(
         on_loop = False
         with contextlib.suppress(RuntimeError):
             on_loop = asyncio.get_running_loop() is target
-        handle: asyncio.Task[None] | concurrent.futures.Future[None]
-        coro = run()
-        try:
-            if on_loop:
-                handle = target.create_task(coro)
-                _TASKS.add(handle)  # the loop holds tasks weakly: keep it until it is done
-                handle.add_done_callback(_TASKS.discard)
-            else:
-                handle = asyncio.run_coroutine_threadsafe(coro, target)
-        except RuntimeError as exc:  # the loop closed meanwhile
-            coro.close()
-            err = RuntimeError(f"from_async_iterable: cannot run on the event loop: {exc}")
-            if report(Finish(FinishReason.ERROR, error=err)):
-                observer.on_error(err)
-            return Disposable()
+        # The task is created on the loop itself (not with run_coroutine_threadsafe, whose
+        # concurrent Future logs a RuntimeError when it is cancelled after the loop closed).
+        task: list[asyncio.Task[None]] = []
+        disposed = threading.Event()
+
+        def start() -> None:
+            if disposed.is_set():
+                return
+            created = target.create_task(run())
+            _TASKS.add(created)  # the loop holds tasks weakly: keep it until it is done
+            created.add_done_callback(_TASKS.discard)
+            task.append(created)
+
+        def cancel() -> None:
+            if task:
+                task[0].cancel()
+
+        if on_loop:
+            start()
+        else:
+            try:
+                target.call_soon_threadsafe(start)
+            except RuntimeError as exc:  # the loop closed meanwhile
+                err = RuntimeError(f"from_async_iterable: cannot run on the event loop: {exc}")
+                if report(Finish(FinishReason.ERROR, error=err)):
+                    observer.on_error(err)
+                return Disposable()
 
         def dispose() -> None:
+            disposed.set()
             report(Finish(FinishReason.CANCELLED))
-            if isinstance(handle, asyncio.Task):
-                if target.is_closed():
-                    return
-                try:
-                    on_target = asyncio.get_running_loop() is target
-                except RuntimeError:
-                    on_target = False
-                if on_target:
-                    handle.cancel()
-                else:
-                    with contextlib.suppress(RuntimeError):
-                        target.call_soon_threadsafe(handle.cancel)
+            if target.is_closed():
+                return
+            try:
+                on_target = asyncio.get_running_loop() is target
+            except RuntimeError:
+                on_target = False
+            if on_target:
+                cancel()
             else:
-                handle.cancel()
+                with contextlib.suppress(RuntimeError):  # closed meanwhile: nothing left to cancel
+                    target.call_soon_threadsafe(cancel)
 
         return Disposable(dispose)
 

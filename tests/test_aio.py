@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import threading
 import time
 import warnings
@@ -432,3 +433,35 @@ def test_from_async_iterable_on_a_loop_not_yet_running() -> None:
         assert rec.finish is not None and rec.finish.reason is FinishReason.CANCELLED
     finally:
         loop.close()
+
+
+def test_from_async_iterable_disposed_after_its_loop_closed_is_quiet(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Disposing a subscription whose event loop has since been closed logs nothing (it once logged
+    'RuntimeError: Event loop is closed' from a cancelled concurrent Future's callback)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever)
+    thread.start()
+    got: list[int] = []
+    started = threading.Event()
+
+    async def endless() -> AsyncIterator[int]:
+        started.set()
+        while True:
+            yield 1
+            await asyncio.sleep(0.005)
+
+    rec = FinishRecorder()
+    sub = from_async_iterable(endless, loop=loop, on_finish=rec).subscribe(got.append)
+    assert started.wait(5)
+
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+    with caplog.at_level(logging.DEBUG):
+        sub.dispose()
+    err = capfd.readouterr().err
+    assert "RuntimeError" not in err and "Traceback" not in err, err
+    assert not [r for r in caplog.records if r.exc_info or "closed" in r.getMessage()], caplog.records
+    assert got and rec.finish is not None and rec.finish.reason is FinishReason.CANCELLED
