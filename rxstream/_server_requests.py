@@ -13,7 +13,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-__all__ = ["GenerationRequest", "RequestError", "ServerLimits", "validate_request"]
+__all__ = ["GenerationRequest", "RequestError", "ServerLimits", "check_encodable", "validate_request"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,13 @@ class ServerLimits:
         max_messages: most chat messages.
         max_concurrency: generations running at once.
         max_queued: requests waiting for a generation slot; beyond that: 503.
+        max_connections: open connections (idle ones included); beyond that uvicorn answers 503.
+        header_timeout: seconds a connection may take to send a request's headers (from when it
+            opens, or from the end of the previous response); then it is closed.
+        body_timeout: seconds a request may take to send its body; then the answer is 408.
+        idle_timeout: seconds a keep-alive connection may wait for its next request.
+        send_timeout: seconds a client may read nothing while a response waits to be sent; then
+            the connection is closed and its generation cancelled.
     """
 
     max_body_bytes: int = 1_000_000
@@ -47,11 +54,26 @@ class ServerLimits:
     max_messages: int = 256
     max_concurrency: int = 4
     max_queued: int = 256
+    max_connections: int = 1024
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    idle_timeout: float = 5.0
+    send_timeout: float = 60.0
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            if (
+            if name.endswith("_timeout"):
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, int | float)
+                    or not math.isfinite(value)
+                    or value <= 0
+                ):
+                    raise ValueError(
+                        f"ServerLimits: {name} must be a positive number of seconds, got {value!r}"
+                    )
+            elif (
                 isinstance(value, bool)
                 or not isinstance(value, int)
                 or value < (0 if name == "max_queued" else 1)
@@ -120,6 +142,43 @@ class GenerationRequest:
     stop: tuple[str, ...]
     replace: tuple[tuple[str, str], ...]
     max_tokens_given: bool = True
+
+
+def _unencodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def check_encodable(body: Any) -> None:
+    """Raise a 400 naming the first field of a decoded JSON body whose text (a key or a value)
+    cannot be encoded as UTF-8: JSON can spell a lone surrogate (``"\\ud800"``), which would
+    otherwise fail later, deep in the tokenizer or while writing the response.
+
+    The walk is iterative, so any nesting depth that the JSON decoder accepted is fine.
+    """
+    stack: list[tuple[str, Any]] = [("", body)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if _unencodable(value):
+                field = path or "body"
+                raise RequestError(
+                    f"'{field}' contains text that is not valid Unicode (a lone surrogate)", param=field
+                )
+        elif isinstance(value, Mapping):
+            for key, item in reversed(list(value.items())):
+                sub = f"{path}.{key}" if path else str(key)
+                if _unencodable(key):
+                    field = path or "body"
+                    raise RequestError(
+                        f"a key in '{field}' is not valid Unicode (a lone surrogate)", param=field
+                    )
+                stack.append((sub, item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
 
 
 _UNSUPPORTED = ("logprobs", "top_logprobs", "echo", "best_of", "suffix", "tools", "functions", "logit_bias")

@@ -81,7 +81,7 @@ def add_chat_parser(subparsers: Any) -> None:
     )
     p.add_argument("--int4", action="store_true", help="use the int4 build of the default model")
     p.add_argument("--show-tokens", action="store_true", help="show the token ids behind each piece of text")
-    p.set_defaults(func=run_chat)
+    p.set_defaults(func=run_chat, exit_on_sigpipe=True)
 
 
 def _load_model(name: str, provider: str, int4: bool) -> Any:
@@ -183,6 +183,7 @@ def run_chat(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | 
 def add_models_parser(subparsers: Any) -> None:
     """Register ``rxstream models pull|list``."""
     p: argparse.ArgumentParser = subparsers.add_parser("models", help="download (pull) and list local models")
+    p.set_defaults(exit_on_sigpipe=True)
     sub = p.add_subparsers(dest="models_command", required=True)
     pull = sub.add_parser("pull", help="download and convert a known model into the cache")
     pull.add_argument("name", nargs="?", default="smollm2", help="model name (default smollm2)")
@@ -270,17 +271,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``rxstream`` command; returns the exit status."""
+    """Entry point of the ``rxstream`` command; returns the exit status (130 when interrupted)."""
     args = build_parser().parse_args(argv)
-    if argv is None and hasattr(signal, "SIGPIPE"):
-        # Run as the program (not called from Python code): die quietly when the reader of our
-        # output goes away (| head). Never in-process: SIG_DFL would kill a host process (a
-        # test runner, a server) the next time it writes to a closed socket.
+    if argv is None and getattr(args, "exit_on_sigpipe", False) and hasattr(signal, "SIGPIPE"):
+        # Run as the program (not called from Python code), by a command that writes a stream to
+        # stdout (chat, models): die quietly when the reader of our output goes away (| head).
+        # Never for the server (a client that closes its socket would kill the whole process),
+        # and never in-process: SIG_DFL would kill a host process (a test runner) the next time
+        # it writes to a closed socket.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         status: int = args.func(args)
     except BrokenPipeError:  # pragma: no cover - output closed early (| head)
         return 0
+    except KeyboardInterrupt:
+        print(f"rxstream {args.command}: interrupted", file=sys.stderr)
+        return 130
     return status
 
 

@@ -47,30 +47,37 @@ import dataclasses
 import importlib.resources
 import json
 import socket
+import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, cast
 
 import reactivex
 from reactivex import abc
 from reactivex import operators as ops
 from reactivex.scheduler import ThreadPoolScheduler
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ._finish import Finish, FinishReason, FinishRecorder
-from ._server_requests import GenerationRequest, RequestError, ServerLimits, validate_request
+from ._server_connections import raise_open_files_limit, uvicorn_config
+from ._server_hosts import HostGuard, parse_allowed_hosts
+from ._server_requests import (
+    GenerationRequest,
+    RequestError,
+    ServerLimits,
+    check_encodable,
+    validate_request,
+)
 from .aio import to_async_iterable
-
-if TYPE_CHECKING:
-    import uvicorn
 
 __all__ = [
     "GenerationRequest",
@@ -211,6 +218,10 @@ class _State:
         return self.semaphore
 
 
+_QUEUED_DELTAS = 64
+"""Text deltas a generation may queue for its response before its worker thread waits."""
+
+
 class _Generation:
     """One request's generation: subscribes on first iteration, always releases what it holds."""
 
@@ -263,7 +274,9 @@ class _Generation:
                     on_token=self._on_token,
                     scheduler=self.state.scheduler,
                 )
-                ait = to_async_iterable(source)
+                # back-pressure: a client that reads slowly pauses its generation instead of
+                # letting text pile up in memory
+                ait = to_async_iterable(source, maxsize=_QUEUED_DELTAS)
                 async for delta in ait:
                     yield delta
             except Exception as exc:
@@ -425,22 +438,49 @@ def _context_length(model: Any) -> int | None:
 
 
 async def _read_json(request: Request, limits: ServerLimits) -> Any:
+    """The request's JSON body: ``application/json``, within the size and time limits, every
+    string encodable as UTF-8 (a lone surrogate escape like ``"\\ud800"`` is a 400 naming the field).
+    """
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        # also keeps other web sites' pages out: a form or text/plain POST needs no CORS preflight
+        raise RequestError(
+            f"the request body must be sent as Content-Type: application/json, got {media_type or 'none'!r}",
+            status=415,
+        )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
         raise RequestError(f"the request body exceeds {limits.max_body_bytes} bytes", status=413)
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limits.max_body_bytes:
-            raise RequestError(f"the request body exceeds {limits.max_body_bytes} bytes", status=413)
     try:
-        return json.loads(bytes(body))
+        async with asyncio.timeout(limits.body_timeout):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limits.max_body_bytes:
+                    raise RequestError(f"the request body exceeds {limits.max_body_bytes} bytes", status=413)
+    except TimeoutError:
+        raise RequestError(
+            f"the request body was not received within {limits.body_timeout:g} s", status=408
+        ) from None
+    try:
+        value = json.loads(bytes(body))
     except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise RequestError(f"the request body is not valid JSON: {exc}") from exc
+    check_encodable(value)
+    return value
 
 
-def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits | None = None) -> Starlette:
+def create_app(
+    model: Any,
+    *,
+    model_name: str = "rxstream",
+    limits: ServerLimits | None = None,
+    allowed_hosts: Sequence[str] = (),
+) -> Starlette:
     """The ASGI application serving ``model`` (an :class:`~rxstream.backends.OnnxModel` or alike).
+
+    Requests whose ``Host`` header is neither an IP address, ``localhost``, nor one of
+    ``allowed_hosts`` get a 400 (see :mod:`rxstream._server_hosts`: a guard against DNS rebinding).
 
     The model must provide ``tokenizer`` (a ``tokenizers.Tokenizer``), ``encode(text)``,
     ``encode_chat(messages, add_generation_prompt=True)`` and ``generate(prompt_ids, **sampling)``
@@ -594,7 +634,10 @@ def create_app(model: Any, *, model_name: str = "rxstream", limits: ServerLimits
             scheduler.executor.shutdown(wait=False, cancel_futures=True)
 
     app = Starlette(
-        routes=routes, exception_handlers={404: not_found, 405: method_not_allowed}, lifespan=lifespan
+        routes=routes,
+        exception_handlers={404: not_found, 405: method_not_allowed},
+        lifespan=lifespan,
+        middleware=[Middleware(HostGuard, allowed=parse_allowed_hosts(allowed_hosts))],
     )
     app.state.stats = stats
     app.state.limits = limits
@@ -629,7 +672,14 @@ def run_in_thread(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     actual_port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level=log_level, lifespan="on", timeout_graceful_shutdown=2)
+    limits = getattr(getattr(app, "state", None), "limits", None)
+    config = uvicorn_config(
+        app,
+        limits=limits if isinstance(limits, ServerLimits) else ServerLimits(),
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="rxstream-uvicorn", daemon=True
@@ -673,21 +723,40 @@ def serve(
     int4: bool = False,
     model_name: str | None = None,
     limits: ServerLimits | None = None,
+    allowed_hosts: Sequence[str] = (),
     log_level: str = "info",
 ) -> None:
-    """Load ``model`` (a model directory or a known name) and serve it until interrupted."""
+    """Load ``model`` (a model directory or a known name) and serve it until interrupted.
+
+    On Ctrl-C (SIGINT) or SIGTERM open streams get at most two seconds to end; then their
+    generations are cancelled and the server exits (uvicorn then re-raises the signal: a
+    ``KeyboardInterrupt`` for SIGINT).
+    """
     import uvicorn
 
+    limits = limits if limits is not None else ServerLimits()
+    allowed = parse_allowed_hosts(allowed_hosts)  # a bad name fails before the model loads
     loaded, default_name = _load_model(model, provider, int4)
-    app = create_app(loaded, model_name=model_name or default_name, limits=limits)
-    config: uvicorn.Config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
+    app = create_app(loaded, model_name=model_name or default_name, limits=limits, allowed_hosts=allowed)
+    raise_open_files_limit(limits.max_connections)
+    config = uvicorn_config(
+        app,
+        limits=limits,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+    )
     uvicorn.Server(config).run()
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``rxstream serve`` options to ``parser``."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    parser.add_argument(
+        "--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free)"
+    )
     parser.add_argument(
         "--model", default="smollm2", metavar="DIR", help="model directory or known name (default smollm2)"
     )
@@ -702,12 +771,53 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for"
     )
+    parser.add_argument(
+        "--allowed-hosts",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="host names (comma-separated; .example.com allows subdomains; * allows any) that "
+        "requests may address besides IP addresses and localhost (a guard against DNS rebinding)",
+    )
+    defaults = ServerLimits()
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=defaults.max_connections,
+        help=f"open connections at most; more get 503 (default {defaults.max_connections})",
+    )
+    for name, what in (
+        ("header", "to send a request's headers"),
+        ("body", "to send a request's body"),
+        ("idle", "a keep-alive connection may wait for its next request"),
+        ("send", "a client may read nothing while a response waits"),
+    ):
+        default = getattr(defaults, f"{name}_timeout")
+        parser.add_argument(
+            f"--{name}-timeout",
+            type=float,
+            default=default,
+            metavar="SECONDS",
+            help=f"seconds {what} (default {default:g})",
+        )
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
 
 def serve_from_args(args: argparse.Namespace) -> int:
     """Run :func:`serve` with options parsed by :func:`add_serve_arguments`; return an exit status."""
-    limits = ServerLimits(max_concurrency=args.max_concurrency, max_tokens=args.max_tokens_limit)
+    try:
+        limits = ServerLimits(
+            max_concurrency=args.max_concurrency,
+            max_tokens=args.max_tokens_limit,
+            max_connections=args.max_connections,
+            header_timeout=args.header_timeout,
+            body_timeout=args.body_timeout,
+            idle_timeout=args.idle_timeout,
+            send_timeout=args.send_timeout,
+        )
+    except ValueError as exc:
+        print(f"rxstream serve: {exc}", file=sys.stderr)
+        return 2
     serve(
         host=args.host,
         port=args.port,
@@ -716,6 +826,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
         int4=args.int4,
         model_name=args.model_name,
         limits=limits,
+        allowed_hosts=args.allowed_hosts,
         log_level=args.log_level,
     )
     return 0
@@ -737,7 +848,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rxstream.server``: the same as ``rxstream serve``."""
     parser = argparse.ArgumentParser(prog="rxstream serve", description="OpenAI-compatible streaming server")
     add_serve_arguments(parser)
-    return serve_from_args(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    try:
+        return serve_from_args(args)
+    except KeyboardInterrupt:
+        print("rxstream serve: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -406,6 +406,28 @@ BAD_REQUESTS: list[tuple[str, Any, str | None]] = [
         {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -3},
         "max_completion_tokens",
     ),
+    # text that JSON can spell but UTF-8 cannot (lone surrogates), in every kind of string field
+    ("completions", {"prompt": "a\ud800b"}, "prompt"),
+    ("completions", {"prompt": ["\udfff"]}, "prompt[0]"),
+    ("completions", {"prompt": "hi", "stop": ["ok", "\ud800"]}, "stop[1]"),
+    ("completions", {"prompt": "hi", "stop": "\ud800"}, "stop"),
+    ("completions", {"prompt": "hi", "rxstream": {"replace": {"x": "\udc00"}}}, "rxstream.replace.x"),
+    ("completions", {"prompt": "hi", "rxstream": {"replace": {"\udc00": "x"}}}, "rxstream.replace"),
+    ("completions", {"prompt": "hi", "rxstream": {"replace": [["x", "\ud800"]]}}, "rxstream.replace[0][1]"),
+    (
+        "completions",
+        {"prompt": "hi", "stream": True, "rxstream": {"replace": {"h": "\ud800"}}},
+        "rxstream.replace.h",
+    ),
+    ("completions", {"prompt": "hi", "user": "\ud800"}, "user"),
+    ("completions", {"prompt": "hi", "model": "\ud800"}, "model"),
+    ("chat/completions", {"messages": [{"role": "user", "content": "\ud83d"}]}, "messages[0].content"),
+    (
+        "chat/completions",
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "\ud83d"}]}]},
+        "messages[0].content[0].text",
+    ),
+    ("chat/completions", {"messages": [{"role": "\ud800", "content": "x"}]}, "messages[0].role"),
 ]
 
 
@@ -429,7 +451,8 @@ def test_malformed_requests_get_400(
 
 def test_other_client_errors(server: tuple[str, Any]) -> None:
     url, _app = server
-    assert httpx.post(f"{url}/v1/completions", content=b"x" * 2_000_000).status_code == 413
+    json_type = {"Content-Type": "application/json"}
+    assert httpx.post(f"{url}/v1/completions", content=b"x" * 2_000_000, headers=json_type).status_code == 413
     assert httpx.get(f"{url}/v1/completions").status_code == 405
     missing = httpx.get(f"{url}/v1/nothing")
     assert missing.status_code == 404 and "error" in missing.json()

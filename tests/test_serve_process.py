@@ -1,0 +1,225 @@
+"""The real ``rxstream serve`` command under hostile and careless clients (loopback only, bounded).
+
+Each test starts the installed console script in a child process, so it runs with the signal
+dispositions, logging and uvicorn setup that users get.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rxstream.backends import build_tiny_model
+from tests.serve_process import ServeProcess, http_request, post_json, serve_process
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGPIPE"), reason="POSIX signals")
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def server(model_dir: Path) -> Iterator[ServeProcess]:
+    with serve_process(model_dir, "--max-concurrency", "16", "--header-timeout", "2") as sp:
+        yield sp
+
+
+def _request(path: str, payload: dict[str, object]) -> bytes:
+    body = json.dumps(payload).encode()
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+STREAM = {"prompt": "hello", "max_tokens": 500, "stream": True, "temperature": 0}
+"""Greedy decoding of the tiny model runs the whole budget: a long stream to walk away from."""
+
+
+def _read_a_little_and_close(address: tuple[str, int], rng: random.Random) -> None:
+    """Read part of a stream, drain what arrived (so close() sends FIN, not RST) and go away:
+    the server's next writes meet a closed socket (EPIPE)."""
+    with socket.create_connection(address, timeout=20) as sock:
+        sock.sendall(_request("/v1/completions", STREAM))
+        got, want = 0, rng.choice([200, 600, 1500, 4000])
+        while got < want:
+            data = sock.recv(65536)
+            if not data:
+                break
+            got += len(data)
+        sock.setblocking(False)
+        try:
+            while sock.recv(65536):
+                pass
+        except BlockingIOError:
+            pass
+
+
+def _assert_healthy(sp: ServeProcess) -> None:
+    assert sp.proc.poll() is None, f"the server died (exit {sp.proc.returncode}):\n{sp.text()[-3000:]}"
+    health = sp.wait_idle()
+    assert health["active"] == 0 and health["waiting"] == 0, health
+    log = sp.text()
+    assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
+
+
+def test_disconnect_storm_does_not_kill_the_server(server: ServeProcess) -> None:
+    """Rounds of 16 concurrent streaming clients that read a little and leave (this killed the
+    process with SIGPIPE in its first rounds when the command restored SIGPIPE's default action)."""
+    rng = random.Random(8)
+    for _ in range(4):
+        threads = [
+            threading.Thread(
+                target=_read_a_little_and_close, args=(server.address, random.Random(rng.random()))
+            )
+            for _ in range(16)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert server.proc.poll() is None, f"died with exit {server.proc.returncode}"
+    _assert_healthy(server)
+    status, body = post_json(server.address, "/v1/completions", {"prompt": "hi", "max_tokens": 3})
+    assert status == 200 and body["usage"]["completion_tokens"] >= 1
+
+
+def _churn_client(address: tuple[str, int], rng: random.Random, results: list[str]) -> None:
+    kind = rng.choice(["full", "early", "reset", "before-body", "non-stream-leave", "chat-full"])
+    try:
+        if kind == "full":
+            status, body = post_json(address, "/v1/completions", {"prompt": "once", "max_tokens": 40})
+            assert status == 200, body
+        elif kind == "chat-full":
+            payload = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 30, "stream": True}
+            status, _, raw = http_request(
+                address,
+                "POST",
+                "/v1/chat/completions",
+                json.dumps(payload).encode(),
+                headers=[("Content-Type", "application/json")],
+                timeout=60,
+            )
+            assert status == 200 and raw.rstrip().endswith(b"data: [DONE]"), raw[-200:]
+        else:
+            with socket.create_connection(address, timeout=20) as sock:
+                payload = dict(STREAM, max_tokens=rng.randrange(50, 500))
+                if kind == "non-stream-leave":
+                    payload["stream"] = False
+                request = _request("/v1/completions", payload)
+                if kind == "before-body":
+                    sock.sendall(request[: rng.randrange(10, len(request) - 1)])
+                    time.sleep(rng.random() * 0.2)
+                    results.append(kind)
+                    return
+                sock.sendall(request)
+                time.sleep(rng.random() * 0.3)
+                if kind == "reset":  # abortive close: RST
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                elif kind == "early":
+                    sock.recv(rng.choice([1, 500, 5000]))
+        results.append(kind)
+    except Exception as exc:  # reported by the test
+        results.append(f"{kind}: {type(exc).__name__}: {exc}")
+
+
+def test_client_churn_with_random_disconnects(server: ServeProcess) -> None:
+    """32 clients at once: some finish, others leave at random points, and all of it again."""
+    rng = random.Random(32)
+    for _ in range(2):
+        results: list[str] = []
+        threads = [
+            threading.Thread(
+                target=_churn_client, args=(server.address, random.Random(rng.random()), results)
+            )
+            for _ in range(32)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        failures = [r for r in results if ":" in r]
+        assert len(results) == 32 and not failures, failures
+        assert server.proc.poll() is None
+    _assert_healthy(server)
+
+
+def test_a_thousand_idle_connections_do_not_exhaust_the_server(server: ServeProcess) -> None:
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(1000):
+            socks.append(socket.create_connection(server.address, timeout=10))
+        socks[0].sendall(b"GET /he")  # and one that trickles
+        assert server.health()["status"] == "ok"  # served while they are all open
+        deadline = time.monotonic() + 15  # the header timeout (2 s) closes every one of them
+        open_ = list(socks)
+        while open_ and time.monotonic() < deadline:
+            still = []
+            for s in open_:
+                s.setblocking(False)
+                try:
+                    if s.recv(1) == b"":
+                        continue
+                except (BlockingIOError, InterruptedError):
+                    still.append(s)
+                    continue
+                except ConnectionResetError:
+                    continue
+            open_ = still
+            time.sleep(0.1)
+        assert not open_, f"{len(open_)} idle connections still open"
+    finally:
+        for s in socks:
+            s.close()
+    _assert_healthy(server)
+
+
+def test_connection_cap_answers_503_until_idle_connections_time_out(model_dir: Path) -> None:
+    with serve_process(model_dir, "--max-connections", "20", "--header-timeout", "1") as sp:
+        socks = [socket.create_connection(sp.address, timeout=10) for _ in range(25)]
+        try:
+            status, _, _ = http_request(sp.address, "GET", "/health")
+            assert status == 503
+            time.sleep(2.5)
+            assert sp.health()["status"] == "ok"
+        finally:
+            for s in socks:
+                s.close()
+        assert sp.proc.poll() is None
+
+
+def test_ctrl_c_ends_streams_and_exits_130_with_one_line(model_dir: Path) -> None:
+    """SIGINT with a long stream open: the generation is cancelled, the process exits with 130
+    within a few seconds, and prints no traceback."""
+    with serve_process(model_dir) as sp:
+        sock = socket.create_connection(sp.address, timeout=20)
+        sock.sendall(_request("/v1/completions", STREAM))
+        assert sock.recv(100).startswith(b"HTTP/1.1 200")
+        start = time.monotonic()
+        sp.proc.send_signal(signal.SIGINT)
+        code = sp.proc.wait(15)
+        took = time.monotonic() - start
+        sock.close()
+    assert code == 130, sp.text()[-2000:]
+    assert took < 5, took
+    log = sp.text()
+    assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-2000:]
+    assert log.rstrip().splitlines()[-1] == "rxstream serve: interrupted"
+
+
+def test_sigterm_stops_the_server_quietly(model_dir: Path) -> None:
+    with serve_process(model_dir) as sp:
+        sp.proc.send_signal(signal.SIGTERM)
+        code = sp.proc.wait(15)
+    assert code in (0, 130, -signal.SIGTERM, 128 + signal.SIGTERM), code
+    assert "Traceback" not in sp.text(), sp.text()[-2000:]
