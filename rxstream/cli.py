@@ -21,15 +21,34 @@ __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 
 # ---------------------------------------------------------------------------------------------- chat
+def _valid_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes in argv arrive as lone surrogates
+        return False
+    return True
+
+
+def _unescape(text: str, option: str) -> str:
+    """Backslash escapes (``\\n``, ``\\t``, ``\\u00e9``) in an option's value; other text as is."""
+    try:
+        value = text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except UnicodeDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{option}: bad backslash escape in {text!r}: {exc.reason}") from None
+    if not _valid_text(value):
+        raise argparse.ArgumentTypeError(f"{option}: {text!r} is not valid UTF-8 text")
+    return value
+
+
 def _replace_rule(text: str) -> tuple[str, str]:
     old, sep, new = text.partition("=")
     if not sep or not old:
         raise argparse.ArgumentTypeError(f"--replace needs OLD=NEW with a non-empty OLD, got {text!r}")
-    return old.encode().decode("unicode_escape"), new.encode().decode("unicode_escape")
+    return _unescape(old, "--replace"), _unescape(new, "--replace")
 
 
 def _stop_string(text: str) -> str:
-    value = text.encode().decode("unicode_escape")
+    value = _unescape(text, "--stop")
     if not value:
         raise argparse.ArgumentTypeError("--stop needs a non-empty string")
     return value
@@ -103,7 +122,15 @@ def run_chat(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | 
 
     out = out or sys.stdout
     err = err or sys.stderr
-    prompt_text = args.prompt if args.prompt is not None else sys.stdin.read()
+    try:
+        prompt_text = args.prompt if args.prompt is not None else sys.stdin.read()
+    except UnicodeDecodeError:
+        print("rxstream chat: the prompt on stdin is not valid UTF-8 text", file=err)
+        return 2
+    for name, text in (("the prompt", prompt_text), ("--system", args.system or "")):
+        if not _valid_text(text):
+            print(f"rxstream chat: {name} is not valid UTF-8 text", file=err)
+            return 2
     if not prompt_text.strip():
         print("rxstream chat: empty prompt", file=err)
         return 2

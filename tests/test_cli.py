@@ -110,3 +110,41 @@ def test_python_dash_m_entry_point() -> None:
     )
     assert result.returncode == 0
     assert "chat" in result.stdout and "models" in result.stdout
+
+
+def test_option_escapes_keep_non_ascii_text() -> None:
+    """``--stop``/``--replace`` unescape backslash sequences and leave other text alone (they once
+    turned 'é' into 'Ã©' by decoding UTF-8 bytes as Latin-1)."""
+    args = build_parser().parse_args(
+        ["chat", "x", "--stop", "é\\n", "--stop", "→", "--replace", "\\u00e9=e\\t", "--replace", "日本=ja"]
+    )
+    assert args.stop == ["é\n", "→"]
+    assert args.replace == [("é", "e\t"), ("日本", "ja")]
+
+
+RXSTREAM = str(Path(sys.executable).with_name("rxstream"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "stdin"),
+    [
+        ([b"chat", b"ab\xffc"], b""),
+        ([b"chat", b"--system", b"\xfe", b"hi"], b""),
+        ([b"chat"], b"caf\xe9 au lait"),
+        ([b"chat", b"--stop", b"\xff", b"hi"], b""),
+        ([b"chat", b"--stop", b"\\x", b"hi"], b""),
+    ],
+)
+def test_undecodable_text_gets_one_line(tiny: Path, argv: list[bytes], stdin: bytes) -> None:
+    """Bytes that are not UTF-8 on the command line or stdin: exit 2 with one line, no traceback."""
+    result = subprocess.run(
+        [RXSTREAM.encode(), *argv, b"--model", str(tiny).encode()],
+        input=stdin,
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    err = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == 2, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("rxstream chat")
