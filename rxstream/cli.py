@@ -34,7 +34,8 @@ def _unescape(text: str, option: str) -> str:
     try:
         value = text.encode("latin-1", "backslashreplace").decode("unicode_escape")
     except UnicodeDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"{option}: bad backslash escape in {text!r}: {exc.reason}") from None
+        message = f"{option}: bad backslash escape in {text!r}: {exc.reason}"
+        raise argparse.ArgumentTypeError(message) from None
     if not _valid_text(value):
         raise argparse.ArgumentTypeError(f"{option}: {text!r} is not valid UTF-8 text")
     return value
