@@ -17,10 +17,10 @@ import httpx
 import pytest
 import reactivex
 
-from rxstream._server_connections import guarded_protocol
-from rxstream._server_hosts import host_allowed, parse_allowed_hosts
 from rxstream.backends import OnnxModel, build_tiny_model
 from rxstream.server import ServerLimits, create_app, run_in_thread
+from rxstream.server._connections import guarded_protocol
+from rxstream.server._hosts import host_allowed, parse_allowed_hosts
 from tests.serve_process import http_request
 
 LIMITS = ServerLimits(header_timeout=0.5, body_timeout=0.5, send_timeout=0.5, idle_timeout=1)

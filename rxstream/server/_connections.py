@@ -5,7 +5,7 @@ nothing at all, trickles its request headers, or stops reading a response: each 
 hold a socket (and, while streaming, a generation slot) forever. :func:`guarded_protocol` makes an
 HTTP protocol class for uvicorn that closes such connections, and :func:`uvicorn_config` builds
 the uvicorn configuration that uses it together with the connection cap and keep-alive timeout
-of :class:`~rxstream._server_requests.ServerLimits`.
+of :class:`~rxstream.server.ServerLimits`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ._server_requests import ServerLimits
+from ._limits import ServerLimits
 
 if TYPE_CHECKING:
     import uvicorn

@@ -1,0 +1,75 @@
+"""An OpenAI-compatible streaming server over a local model (``rxstream serve``).
+
+:func:`create_app` builds a Starlette ASGI application; :func:`serve` loads a model and runs it
+on uvicorn; :func:`run_in_thread` runs an app on a background thread (tests, notebooks).
+
+Endpoints:
+
+* ``GET /`` -- a small chat page (``rxstream/server/static/chat.html``) that streams answers live.
+  Query parameters: ``q`` (a first question), ``autorun=1`` (send it on load), ``max_tokens``,
+  ``temperature``.
+* ``POST /v1/completions`` and ``POST /v1/chat/completions`` -- ``stream`` true (server-sent
+  events, ending with ``data: [DONE]``) or false (one JSON body).
+* ``GET /v1/models`` -- the one served model.
+* ``GET /health`` -- ``{"status": "ok", ...}`` with generation counters.
+
+Each request's text is made by the rxstream operators: the model's ids are detokenized, cut at the
+request's ``stop`` strings (``stop(...)``, matched on the generated text as OpenAI does), then
+rewritten by the rxstream extension field ``"rxstream": {"replace": {"old": "new", ...}}`` (also
+accepted: a list of ``[old, new]`` pairs; applied after ``stop``, leftmost-longest, replacement
+text never rescanned). With the official client pass it as
+``extra_body={"rxstream": {"replace": {...}}}``.
+
+``finish_reason`` is ``"stop"`` (end of sequence, or a stop string: then ``stop_reason`` names it,
+as vLLM does) or ``"length"`` (the ``max_tokens`` budget). A failure during a stream is sent as an
+``{"error": {...}}`` event (the official client raises ``APIError``).
+
+Request limits (:class:`ServerLimits`, all enforced with HTTP 400 and an OpenAI-style error body
+naming the parameter): body size, prompt size in characters and tokens, ``max_tokens``, prompt plus
+``max_tokens`` within the model's context, number and length of stop strings, number and length of
+replace rules, number of messages, types and ranges of sampling parameters; ``n`` must be 1;
+``logprobs``/``echo``/``best_of``/``suffix``/``tools`` are not supported.
+
+Concurrency: generations run on the model's worker threads, never on the event loop (tokenizing
+and chat templates run in ``asyncio.to_thread``). At most ``ServerLimits.max_concurrency``
+generations run at once (default 4); further requests wait in a queue (at most
+``ServerLimits.max_queued``, default 256; beyond that the answer is 503). A client that
+disconnects -- while waiting or while streaming -- has its subscription disposed, which cancels
+the generation within one token.
+
+Guards (see "Exposing the server safely" in the README): POST bodies must be
+``application/json``; the ``Host`` header must be an IP address, ``localhost`` or an allowed name
+(DNS rebinding); connections are capped and timed out (:class:`ServerLimits`).
+
+The package's modules, one concern each: ``_app`` (the application and its routes),
+``_handlers`` (the endpoints, over one ``ServerState``), ``_body``/``_requests`` (reading and
+validating a request, one parser per field), ``_prompt`` (prompt ids and budget),
+``_generation`` (one request's pipeline and slot), ``_responses``/``_sse`` (the OpenAI response
+shapes and server-sent events), ``_stats``, ``_limits``, ``_errors``, ``_hosts`` (the Host
+guard), ``_connections`` (uvicorn protocol with timeouts), ``_run`` (uvicorn, threads) and
+``_args`` (the command-line options).
+"""
+
+from ._app import create_app
+from ._args import add_serve_arguments, add_serve_parser, main, serve_from_args
+from ._errors import RequestError
+from ._generation import build_text_stream
+from ._limits import ServerLimits
+from ._requests import GenerationRequest
+from ._run import run_in_thread, serve
+from ._stats import ServerStats
+
+__all__ = [
+    "GenerationRequest",
+    "RequestError",
+    "ServerLimits",
+    "ServerStats",
+    "add_serve_arguments",
+    "add_serve_parser",
+    "build_text_stream",
+    "create_app",
+    "main",
+    "run_in_thread",
+    "serve",
+    "serve_from_args",
+]

@@ -1,0 +1,69 @@
+"""The ASGI application: routes over the handlers, the Host guard, the worker pool's lifespan."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from reactivex.scheduler import ThreadPoolScheduler
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import Route
+
+from ._handlers import Handlers
+from ._hosts import HostGuard, parse_allowed_hosts
+from ._limits import ServerLimits
+from ._state import ServerState, context_length
+from ._stats import ServerStats
+
+__all__ = ["create_app"]
+
+
+def create_app(
+    model: Any,
+    *,
+    model_name: str = "rxstream",
+    limits: ServerLimits | None = None,
+    allowed_hosts: Sequence[str] = (),
+) -> Starlette:
+    """The ASGI application serving ``model`` (an :class:`~rxstream.backends.OnnxModel` or alike).
+
+    Requests whose ``Host`` header is neither an IP address, ``localhost``, nor one of
+    ``allowed_hosts`` get a 400 (a guard against DNS rebinding).
+
+    The model must provide ``tokenizer`` (a ``tokenizers.Tokenizer``), ``encode(text)``,
+    ``encode_chat(messages, add_generation_prompt=True)`` and ``generate(prompt_ids, **sampling)``
+    returning a cold ``Observable[int]`` that generates on the given ``scheduler`` (a pool of
+    ``limits.max_concurrency`` threads owned by the app). ``app.state.stats`` is
+    the :class:`~rxstream.server.ServerStats` of the app.
+    """
+    limits = limits if limits is not None else ServerLimits()
+    scheduler = ThreadPoolScheduler(max_workers=limits.max_concurrency)
+    state = ServerState(model, model_name, limits, ServerStats(), context_length(model), scheduler)
+    handlers = Handlers(state)
+    routes = [
+        Route("/", handlers.index, methods=["GET"]),
+        Route("/health", handlers.health, methods=["GET"]),
+        Route("/v1/models", handlers.models, methods=["GET"]),
+        Route("/v1/completions", handlers.completions, methods=["POST"]),
+        Route("/v1/chat/completions", handlers.chat_completions, methods=["POST"]),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:  # server shutdown: let the generation threads go
+            scheduler.executor.shutdown(wait=False, cancel_futures=True)
+
+    app = Starlette(
+        routes=routes,
+        exception_handlers={404: handlers.not_found, 405: handlers.method_not_allowed},
+        lifespan=lifespan,
+        middleware=[Middleware(HostGuard, allowed=parse_allowed_hosts(allowed_hosts))],
+    )
+    app.state.stats = state.stats
+    app.state.limits = limits
+    app.state.model = model
+    return app

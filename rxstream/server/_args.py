@@ -1,0 +1,122 @@
+"""``rxstream serve``'s command-line options, and ``python -m rxstream.server``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ._limits import ServerLimits
+from ._run import serve
+
+__all__ = ["add_serve_arguments", "add_serve_parser", "main", "serve_from_args"]
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``rxstream serve`` options to ``parser``."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free)"
+    )
+    parser.add_argument(
+        "--model", default="smollm2", metavar="DIR", help="model directory or known name (default smollm2)"
+    )
+    parser.add_argument("--int4", action="store_true", help="use the int4 build of the default model")
+    parser.add_argument(
+        "--provider", choices=("auto", "cpu", "cuda"), default="auto", help="ONNX Runtime provider"
+    )
+    parser.add_argument("--model-name", default=None, help="model id shown to clients")
+    parser.add_argument(
+        "--max-concurrency", type=int, default=4, help="generations running at once (default 4)"
+    )
+    parser.add_argument(
+        "--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for"
+    )
+    parser.add_argument(
+        "--allowed-hosts",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="host names (comma-separated; .example.com allows subdomains; * allows any) that "
+        "requests may address besides IP addresses and localhost (a guard against DNS rebinding)",
+    )
+    defaults = ServerLimits()
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=defaults.max_connections,
+        help=f"open connections at most; more get 503 (default {defaults.max_connections})",
+    )
+    for name, what in (
+        ("header", "to send a request's headers"),
+        ("body", "to send a request's body"),
+        ("idle", "a keep-alive connection may wait for its next request"),
+        ("send", "a client may read nothing while a response waits"),
+    ):
+        default = getattr(defaults, f"{name}_timeout")
+        parser.add_argument(
+            f"--{name}-timeout",
+            type=float,
+            default=default,
+            metavar="SECONDS",
+            help=f"seconds {what} (default {default:g})",
+        )
+    parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+
+
+def serve_from_args(args: argparse.Namespace) -> int:
+    """Run :func:`serve` with options parsed by :func:`add_serve_arguments`; return an exit status."""
+    try:
+        limits = ServerLimits(
+            max_concurrency=args.max_concurrency,
+            max_tokens=args.max_tokens_limit,
+            max_connections=args.max_connections,
+            header_timeout=args.header_timeout,
+            body_timeout=args.body_timeout,
+            idle_timeout=args.idle_timeout,
+            send_timeout=args.send_timeout,
+        )
+    except ValueError as exc:
+        print(f"rxstream serve: {exc}", file=sys.stderr)
+        return 2
+    serve(
+        host=args.host,
+        port=args.port,
+        model=args.model,
+        provider=args.provider,
+        int4=args.int4,
+        model_name=args.model_name,
+        limits=limits,
+        allowed_hosts=args.allowed_hosts,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+def add_serve_parser(subparsers: Any) -> None:
+    """Register ``rxstream serve`` on the ``rxstream`` command's subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="serve the model over an OpenAI-compatible HTTP API with a chat page",
+        description="OpenAI-compatible streaming server (/v1/completions, /v1/chat/completions, "
+        "/v1/models, /health) with a chat page at /.",
+    )
+    add_serve_arguments(parser)
+    parser.set_defaults(func=serve_from_args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rxstream.server``: the same as ``rxstream serve``."""
+    parser = argparse.ArgumentParser(prog="rxstream serve", description="OpenAI-compatible streaming server")
+    add_serve_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return serve_from_args(args)
+    except KeyboardInterrupt:
+        print("rxstream serve: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

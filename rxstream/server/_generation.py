@@ -1,0 +1,129 @@
+"""One request's generation: the text pipeline over the model, a slot, and clean release."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from typing import Any
+
+import reactivex
+from reactivex import abc
+from reactivex import operators as ops
+
+from .._finish import Finish, FinishReason, FinishRecorder
+from ..aio import to_async_iterable
+from ._requests import GenerationRequest
+from ._state import ServerState
+
+__all__ = ["Generation", "build_text_stream"]
+
+
+def build_text_stream(
+    model: Any,
+    prompt_ids: Sequence[int],
+    request: GenerationRequest,
+    *,
+    on_finish: Callable[[Finish], None] | None = None,
+    on_token: Callable[[int], None] | None = None,
+    scheduler: abc.SchedulerBase | None = None,
+) -> reactivex.Observable[str]:
+    """The text of one request: ``generate -> detokenize -> stop -> replace``.
+
+    ``on_finish`` receives the reports of the model and of ``stop`` (pass a
+    :class:`~rxstream.FinishRecorder` to learn why the request ended); ``on_token`` sees each
+    generated id (on the model's worker thread). ``scheduler`` runs the generation loop (default:
+    the model's own pool).
+    """
+    from rxstream.operators import detokenize, replace, stop
+
+    ids: reactivex.Observable[int] = model.generate(
+        list(prompt_ids),
+        max_new_tokens=request.max_tokens,
+        temperature=request.temperature,
+        top_k=request.top_k,
+        top_p=request.top_p,
+        repetition_penalty=request.repetition_penalty,
+        seed=request.seed,
+        on_finish=on_finish,
+        scheduler=scheduler,
+    )
+    if on_token is not None:
+        ids = ids.pipe(ops.do_action(on_next=on_token))
+    text: reactivex.Observable[str] = ids.pipe(detokenize(model.tokenizer, prompt_ids=list(prompt_ids)))
+    if request.stop:
+        text = text.pipe(stop(list(request.stop), on_finish=on_finish))
+    if request.replace:
+        text = text.pipe(replace(list(request.replace)))
+    return text
+
+
+_QUEUED_DELTAS = 64
+"""Text deltas a generation may queue for its response before its worker thread waits."""
+
+
+class Generation:
+    """One request's generation: subscribes on first iteration, always releases what it holds."""
+
+    def __init__(self, state: ServerState, request: GenerationRequest, prompt_ids: Sequence[int]) -> None:
+        self.state = state
+        self.request = request
+        self.prompt_ids = prompt_ids
+        self.recorder = FinishRecorder()
+        self.tokens = 0
+        self.error: Exception | None = None
+        self._ended = False
+        self._lock = threading.Lock()
+
+    def _on_token(self, _id: int) -> None:
+        self.tokens += 1
+
+    def _end(self) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        finish = self.recorder.finish
+        if self.error is not None:
+            reason = FinishReason.ERROR
+        else:
+            reason = finish.reason if finish is not None else FinishReason.CANCELLED
+        self.state.stats._end(reason)
+        self.state.stats._tokens(self.tokens)
+
+    async def texts(self) -> AsyncGenerator[str, None]:
+        """The text deltas; waits for a generation slot first; disposal on exit of any kind."""
+        stats = self.state.stats
+        slots = self.state.slots()
+        with stats._lock:
+            stats.waiting += 1
+        try:
+            await slots.acquire()
+        finally:
+            with stats._lock:
+                stats.waiting -= 1
+        try:
+            stats._start()
+            ait: AsyncIterator[str] | None = None
+            try:
+                source = build_text_stream(
+                    self.state.model,
+                    self.prompt_ids,
+                    self.request,
+                    on_finish=self.recorder,
+                    on_token=self._on_token,
+                    scheduler=self.state.scheduler,
+                )
+                # back-pressure: a client that reads slowly pauses its generation instead of
+                # letting text pile up in memory
+                ait = to_async_iterable(source, maxsize=_QUEUED_DELTAS)
+                async for delta in ait:
+                    yield delta
+            except Exception as exc:
+                self.error = exc
+                raise
+            finally:
+                if ait is not None:
+                    await ait.aclose()  # type: ignore[attr-defined]
+                self._end()
+        finally:
+            slots.release()

@@ -1,0 +1,88 @@
+"""The server's request handlers, as methods over one :class:`~._state.ServerState`."""
+
+from __future__ import annotations
+
+import importlib.resources
+import time
+import uuid
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+
+from ._body import read_json
+from ._errors import RequestError
+from ._generation import Generation
+from ._prompt import fit_budget, prompt_ids
+from ._requests import validate_request
+from ._responses import collect, completion_body, stream_events
+from ._sse import EventStreamResponse, until_disconnect
+from ._state import ServerState
+
+__all__ = ["Handlers"]
+
+
+class Handlers:
+    """The endpoints of one app (see :func:`~rxstream.server.create_app` for what each does)."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self.page = (
+            importlib.resources.files("rxstream.server")
+            .joinpath("static/chat.html")
+            .read_text(encoding="utf-8")
+        )
+
+    async def completions(self, request: Request) -> Response:
+        return await self._generate(request, chat=False)
+
+    async def chat_completions(self, request: Request) -> Response:
+        return await self._generate(request, chat=True)
+
+    async def _generate(self, request: Request, chat: bool) -> Response:
+        state = self.state
+        limits, stats = state.limits, state.stats
+        try:
+            body = await read_json(request, limits)
+            req = validate_request(body, chat=chat, limits=limits)
+            ids = await prompt_ids(state, req)
+            req = fit_budget(state, req, len(ids))
+            if stats.waiting >= limits.max_queued and stats.active >= limits.max_concurrency:
+                raise RequestError("the server is busy; try again later", status=503, kind="server_busy")
+        except RequestError as err:
+            return err.response()
+        except ClientDisconnect:  # gone while sending the body: nobody to answer
+            return Response(status_code=499)
+        gen = Generation(state, req, ids)
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        created = int(time.time())
+        if req.stream:
+            return EventStreamResponse(stream_events(gen, rid, created, state.model_name))
+        disconnected, result = await until_disconnect(request.receive, collect(gen))
+        if disconnected:
+            return Response(status_code=499)
+        error, text = result
+        if error is not None:
+            return RequestError(f"generation failed: {error}", status=500, kind="server_error").response()
+        return JSONResponse(completion_body(gen, text, rid, created, state.model_name))
+
+    async def models(self, _request: Request) -> Response:
+        entry = {"id": self.state.model_name, "object": "model", "created": 0, "owned_by": "rxstream"}
+        return JSONResponse({"object": "list", "data": [entry]})
+
+    async def health(self, _request: Request) -> Response:
+        return JSONResponse({"status": "ok", "model": self.state.model_name, **self.state.stats.snapshot()})
+
+    async def index(self, _request: Request) -> Response:
+        return HTMLResponse(self.page)
+
+    async def not_found(self, request: Request, _exc: Exception) -> Response:
+        return RequestError(
+            f"no route {request.method} {request.url.path}", status=404, kind="not_found"
+        ).response()
+
+    async def method_not_allowed(self, request: Request, _exc: Exception) -> Response:
+        return RequestError(
+            f"method {request.method} is not allowed on {request.url.path}",
+            status=405,
+            kind="invalid_request_error",
+        ).response()

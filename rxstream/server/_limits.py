@@ -1,0 +1,74 @@
+"""What one request may ask of ``rxstream serve``, and how many connections and generations it
+takes at once (:class:`ServerLimits`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["ServerLimits"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """Limits on what one request may ask for, and on concurrency.
+
+    Attributes:
+        max_body_bytes: largest request body.
+        max_prompt_chars: largest prompt (or all message contents together), in characters.
+        max_prompt_tokens: largest prompt after tokenization (and chat templating).
+        max_tokens: the largest ``max_tokens`` a request may ask for.
+        default_max_tokens: ``max_tokens`` when a request gives none.
+        max_stop: most stop strings per request (OpenAI allows 4).
+        max_stop_chars: longest stop string.
+        max_replace_rules: most rules in the ``rxstream.replace`` extension.
+        max_replace_chars: longest pattern or replacement of a replace rule.
+        max_messages: most chat messages.
+        max_concurrency: generations running at once.
+        max_queued: requests waiting for a generation slot; beyond that: 503.
+        max_connections: open connections (idle ones included); beyond that uvicorn answers 503.
+        header_timeout: seconds a connection may take to send a request's headers (from when it
+            opens, or from the end of the previous response); then it is closed.
+        body_timeout: seconds a request may take to send its body; then the answer is 408.
+        idle_timeout: seconds a keep-alive connection may wait for its next request.
+        send_timeout: seconds a client may read nothing while a response waits to be sent; then
+            the connection is closed and its generation cancelled.
+    """
+
+    max_body_bytes: int = 1_000_000
+    max_prompt_chars: int = 100_000
+    max_prompt_tokens: int = 8192
+    max_tokens: int = 2048
+    default_max_tokens: int = 256
+    max_stop: int = 4
+    max_stop_chars: int = 128
+    max_replace_rules: int = 64
+    max_replace_chars: int = 256
+    max_messages: int = 256
+    max_concurrency: int = 4
+    max_queued: int = 256
+    max_connections: int = 1024
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    idle_timeout: float = 5.0
+    send_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if name.endswith("_timeout"):
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, int | float)
+                    or not math.isfinite(value)
+                    or value <= 0
+                ):
+                    raise ValueError(
+                        f"ServerLimits: {name} must be a positive number of seconds, got {value!r}"
+                    )
+            elif (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or value < (0 if name == "max_queued" else 1)
+            ):
+                raise ValueError(f"ServerLimits: {name} must be a positive int, got {value!r}")

@@ -1,0 +1,76 @@
+"""A request's prompt as token ids, and its token budget fitted to the model's context."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from ._errors import RequestError
+from ._requests import GenerationRequest
+from ._state import ServerState
+
+__all__ = ["fit_budget", "prompt_ids"]
+
+
+async def prompt_ids(state: ServerState, request: GenerationRequest) -> list[int]:
+    """The request's prompt as token ids (chat template applied), checked against the limits."""
+    model = state.model
+    if request.chat:
+        assert request.messages is not None
+        messages = [dict(m) for m in request.messages]
+        try:
+            encoded = await asyncio.to_thread(model.encode_chat, messages, add_generation_prompt=True)
+            ids: list[int] = list(encoded)
+        except Exception as exc:
+            raise RequestError(
+                f"the chat template failed on these messages: {exc}", param="messages"
+            ) from exc
+    elif request.prompt_ids is not None:
+        vocab = model.tokenizer.get_vocab_size(with_added_tokens=True)
+        bad = [i for i in request.prompt_ids if not 0 <= i < vocab]
+        if bad:
+            raise RequestError(f"prompt token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
+        ids = list(request.prompt_ids)
+    else:
+        assert request.prompt is not None
+        try:
+            ids = list(await asyncio.to_thread(model.encode, request.prompt))
+        except Exception as exc:
+            raise RequestError(
+                f"tokenizing the prompt failed: {type(exc).__name__}: {exc}", status=500, kind="server_error"
+            ) from exc
+    if not ids:
+        raise RequestError("the prompt is empty after tokenization", param="prompt")
+    limits = state.limits
+    prompt_param = "messages" if request.chat else "prompt"
+    if len(ids) > limits.max_prompt_tokens:
+        raise RequestError(
+            f"the prompt has {len(ids)} tokens; at most {limits.max_prompt_tokens} are allowed",
+            param=prompt_param,
+        )
+    context = state.context_length
+    if context is not None and len(ids) >= context:
+        raise RequestError(
+            f"the prompt has {len(ids)} tokens; the model's context of {context} tokens leaves no "
+            "room for an answer",
+            param=prompt_param,
+        )
+    return ids
+
+
+def fit_budget(state: ServerState, request: GenerationRequest, prompt_tokens: int) -> GenerationRequest:
+    """Check ``max_tokens`` against the context left by the prompt; shorten a default budget.
+
+    Raises:
+        RequestError: an explicit ``max_tokens`` does not fit.
+    """
+    context = state.context_length
+    if context is None or prompt_tokens + request.max_tokens <= context:
+        return request
+    if not request.max_tokens_given:  # as OpenAI servers do: the default is what is left
+        return dataclasses.replace(request, max_tokens=context - prompt_tokens)
+    raise RequestError(
+        f"the prompt ({prompt_tokens} tokens) plus max_tokens ({request.max_tokens}) exceeds "
+        f"the model's context of {context} tokens",
+        param="max_tokens",
+    )

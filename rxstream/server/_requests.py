@@ -1,0 +1,343 @@
+"""Request validation for the OpenAI-compatible server: one parser per field.
+
+:func:`validate_request` turns a decoded JSON body into a :class:`GenerationRequest`, or raises
+:class:`~rxstream.server.RequestError` (an HTTP status and an OpenAI-style error body naming the
+parameter). Each ``_parse_*`` function reads and checks one field (or one group of fields that
+belong together) and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import RequestError
+from ._limits import ServerLimits
+
+__all__ = ["GenerationRequest", "check_encodable", "validate_request"]
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """A validated request.
+
+    Attributes:
+        chat: whether it came to ``/v1/chat/completions``.
+        prompt: the prompt text (completions), or None.
+        prompt_ids: the prompt as token ids (completions given ids), or None.
+        messages: the chat messages (chat), or None.
+        stream: whether to answer with server-sent events.
+        include_usage: ``stream_options.include_usage``.
+        max_tokens: the token budget.
+        temperature: sampling temperature (0: greedy).
+        top_p: nucleus sampling mass.
+        top_k: top-k cut (0: off).
+        repetition_penalty: repetition penalty (1: off).
+        seed: random seed, or None.
+        stop: stop strings.
+        replace: replace rules from the ``rxstream`` extension.
+        max_tokens_given: whether the request set ``max_tokens`` itself (when it did not, the
+            server may shorten the default budget to what the model's context leaves).
+    """
+
+    chat: bool
+    prompt: str | None
+    prompt_ids: tuple[int, ...] | None
+    messages: tuple[dict[str, str], ...] | None
+    stream: bool
+    include_usage: bool
+    max_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    repetition_penalty: float
+    seed: int | None
+    stop: tuple[str, ...]
+    replace: tuple[tuple[str, str], ...]
+    max_tokens_given: bool = True
+
+
+# ------------------------------------------------------------------------------------ text check
+def _unencodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def check_encodable(body: Any) -> None:
+    """Raise a 400 naming the first field of a decoded JSON body whose text (a key or a value)
+    cannot be encoded as UTF-8: JSON can spell a lone surrogate (``"\\\\ud800"``), which would
+    otherwise fail later, deep in the tokenizer or while writing the response.
+
+    The walk is iterative, so any nesting depth that the JSON decoder accepted is fine.
+    """
+    stack: list[tuple[str, Any]] = [("", body)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if _unencodable(value):
+                field = path or "body"
+                raise RequestError(
+                    f"'{field}' contains text that is not valid Unicode (a lone surrogate)", param=field
+                )
+        elif isinstance(value, Mapping):
+            for key, item in reversed(list(value.items())):
+                if _unencodable(key):
+                    field = path or "body"
+                    raise RequestError(
+                        f"a key in '{field}' is not valid Unicode (a lone surrogate)", param=field
+                    )
+                stack.append((f"{path}.{key}" if path else str(key), item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+
+
+# ------------------------------------------------------------------------------- scalar parsers
+def _number(
+    body: Mapping[str, Any], name: str, default: float, lo: float, hi: float, *, lo_open: bool = False
+) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise RequestError(f"'{name}' must be a number, got {value!r}", param=name)
+    if value > hi or value < lo or (lo_open and value == lo):
+        bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
+        raise RequestError(f"'{name}' must be in {bound}, got {value!r}", param=name)
+    return float(value)
+
+
+def _int(body: Mapping[str, Any], name: str, default: int | None, lo: int, hi: int) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(f"'{name}' must be an integer, got {value!r}", param=name)
+    if not lo <= value <= hi:
+        raise RequestError(f"'{name}' must be between {lo} and {hi}, got {value}", param=name)
+    return value
+
+
+def _bool(body: Mapping[str, Any], name: str) -> bool:
+    value = body.get(name, False)
+    if not isinstance(value, bool):
+        raise RequestError(f"'{name}' must be a boolean, got {value!r}", param=name)
+    return value
+
+
+# -------------------------------------------------------------------------------- field parsers
+_UNSUPPORTED = ("logprobs", "top_logprobs", "echo", "best_of", "suffix", "tools", "functions", "logit_bias")
+
+
+def _parse_unsupported(body: Mapping[str, Any]) -> None:
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise RequestError(f"'model' must be a string, got {model!r}", param="model")
+    for name in _UNSUPPORTED:
+        value = body.get(name)
+        if value not in (None, False, 0, [], {}):
+            raise RequestError(f"'{name}' is not supported by this server", param=name)
+    n = _int(body, "n", 1, 1, 1)
+    assert n == 1
+
+
+def _parse_stream_options(body: Mapping[str, Any]) -> bool:
+    """``stream_options.include_usage``."""
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not isinstance(options, Mapping) or not isinstance(options.get("include_usage", False), bool):
+        raise RequestError("'stream_options' must be {\"include_usage\": bool}", param="stream_options")
+    return bool(options.get("include_usage", False))
+
+
+def _content_text(content: Any, index: int) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if not (
+                isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)
+            ):
+                raise RequestError(
+                    f"messages[{index}].content: only text parts are supported, got {part!r}"[:300],
+                    param=f"messages[{index}].content",
+                )
+            parts.append(part["text"])
+        return "".join(parts)
+    raise RequestError(
+        f"messages[{index}].content must be a string or a list of text parts, got {type(content).__name__}",
+        param=f"messages[{index}].content",
+    )
+
+
+def _parse_messages(body: Mapping[str, Any], limits: ServerLimits) -> tuple[dict[str, str], ...]:
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise RequestError("'messages' must be a non-empty list", param="messages")
+    if len(raw) > limits.max_messages:
+        raise RequestError(
+            f"at most {limits.max_messages} messages are allowed, got {len(raw)}", param="messages"
+        )
+    parsed: list[dict[str, str]] = []
+    for i, msg in enumerate(raw):
+        if not isinstance(msg, Mapping):
+            raise RequestError(f"messages[{i}] must be an object", param=f"messages[{i}]")
+        role = msg.get("role")
+        if role not in ("system", "user", "assistant", "developer"):
+            raise RequestError(
+                f"messages[{i}].role must be system, user or assistant, got {role!r}",
+                param=f"messages[{i}].role",
+            )
+        parsed.append(
+            {
+                "role": "system" if role == "developer" else role,
+                "content": _content_text(msg.get("content"), i),
+            }
+        )
+    if sum(len(m["content"]) for m in parsed) > limits.max_prompt_chars:
+        raise RequestError(f"the messages exceed {limits.max_prompt_chars} characters", param="messages")
+    return tuple(parsed)
+
+
+def _parse_prompt(body: Mapping[str, Any], limits: ServerLimits) -> tuple[str | None, tuple[int, ...] | None]:
+    """A completions prompt: ``(text, None)`` or ``(None, token ids)``."""
+    raw = body.get("prompt")
+    if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str | list):
+        raw = raw[0]  # a batch of one
+    if isinstance(raw, str):
+        if len(raw) > limits.max_prompt_chars:
+            raise RequestError(f"the prompt exceeds {limits.max_prompt_chars} characters", param="prompt")
+        return raw, None
+    if isinstance(raw, list) and raw and all(isinstance(i, int) and not isinstance(i, bool) for i in raw):
+        if len(raw) > limits.max_prompt_tokens:
+            raise RequestError(f"the prompt exceeds {limits.max_prompt_tokens} tokens", param="prompt")
+        return None, tuple(raw)
+    raise RequestError(
+        "'prompt' must be a string or a non-empty list of token ids (one prompt per request)", param="prompt"
+    )
+
+
+def _parse_budget(body: Mapping[str, Any], chat: bool, limits: ServerLimits) -> tuple[int, bool]:
+    """``max_tokens`` (or chat's ``max_completion_tokens``) and whether the request gave it."""
+    name = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
+    value = _int(body, name, min(limits.default_max_tokens, limits.max_tokens), 1, limits.max_tokens)
+    assert value is not None
+    return value, body.get(name) is not None
+
+
+def _parse_stop(body: Mapping[str, Any], limits: ServerLimits) -> tuple[str, ...]:
+    raw = body.get("stop")
+    stops: list[Any]
+    if raw is None:
+        stops = []
+    elif isinstance(raw, str):
+        stops = [raw]
+    elif isinstance(raw, list):
+        stops = raw
+    else:
+        raise RequestError(f"'stop' must be a string or a list of strings, got {raw!r}"[:300], param="stop")
+    if len(stops) > limits.max_stop:
+        raise RequestError(
+            f"at most {limits.max_stop} stop strings are allowed, got {len(stops)}", param="stop"
+        )
+    for s in stops:
+        if not isinstance(s, str) or not s:
+            raise RequestError(f"each stop must be a non-empty string, got {s!r}"[:300], param="stop")
+        if len(s) > limits.max_stop_chars:
+            raise RequestError(
+                f"a stop string is longer than {limits.max_stop_chars} characters", param="stop"
+            )
+    return tuple(stops)
+
+
+def _parse_extension(body: Mapping[str, Any], limits: ServerLimits) -> tuple[tuple[str, str], ...]:
+    """The ``rxstream`` extension field: ``{"replace": {"old": "new"} | [[old, new], ...]}``."""
+    ext = body.get("rxstream")
+    if ext is None:
+        return ()
+    if not isinstance(ext, Mapping):
+        raise RequestError(
+            '\'rxstream\' must be an object like {"replace": {"old": "new"}}', param="rxstream"
+        )
+    unknown = set(ext) - {"replace"}
+    if unknown:
+        raise RequestError(f"unknown 'rxstream' fields: {sorted(unknown)}", param="rxstream")
+    raw_rules = ext.get("replace")
+    pairs: list[Any]
+    if isinstance(raw_rules, Mapping):
+        pairs = list(raw_rules.items())
+    elif isinstance(raw_rules, list):
+        pairs = raw_rules
+    elif raw_rules is None:
+        pairs = []
+    else:
+        raise RequestError(
+            "'rxstream.replace' must be an object or a list of [old, new] pairs", param="rxstream.replace"
+        )
+    if len(pairs) > limits.max_replace_rules:
+        raise RequestError(
+            f"at most {limits.max_replace_rules} replace rules are allowed", param="rxstream.replace"
+        )
+    rules: list[tuple[str, str]] = []
+    for pair in pairs:
+        if not (isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise RequestError(
+                f"a replace rule must be [old, new] strings, got {pair!r}"[:300], param="rxstream.replace"
+            )
+        old, new = pair
+        if not old:
+            raise RequestError("a replace pattern must be a non-empty string", param="rxstream.replace")
+        if len(old) > limits.max_replace_chars or len(new) > limits.max_replace_chars:
+            raise RequestError(
+                f"replace patterns and replacements are limited to {limits.max_replace_chars} characters",
+                param="rxstream.replace",
+            )
+        rules.append((old, new))
+    return tuple(rules)
+
+
+def _parse_sampling(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The sampling fields, as keyword arguments of :class:`GenerationRequest`."""
+    return {
+        "temperature": _number(body, "temperature", 1.0, 0.0, 2.0),
+        "top_p": _number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True),
+        "top_k": max(0, _int(body, "top_k", 0, -1, 1_000_000) or 0),
+        "repetition_penalty": _number(body, "repetition_penalty", 1.0, 0.0, 10.0, lo_open=True),
+        "seed": _int(body, "seed", None, 0, 2**63 - 1),
+    }
+
+
+def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> GenerationRequest:
+    """Check a decoded JSON body; return the request or raise :class:`RequestError` (HTTP 400)."""
+    if not isinstance(body, Mapping):
+        raise RequestError(f"the request body must be a JSON object, got {type(body).__name__}")
+    _parse_unsupported(body)
+    stream = _bool(body, "stream")
+    include_usage = _parse_stream_options(body)
+    prompt: str | None = None
+    prompt_ids: tuple[int, ...] | None = None
+    messages: tuple[dict[str, str], ...] | None = None
+    if chat:
+        messages = _parse_messages(body, limits)
+    else:
+        prompt, prompt_ids = _parse_prompt(body, limits)
+    max_tokens, given = _parse_budget(body, chat, limits)
+    return GenerationRequest(
+        chat=chat,
+        prompt=prompt,
+        prompt_ids=prompt_ids,
+        messages=messages,
+        stream=stream,
+        include_usage=include_usage,
+        max_tokens=max_tokens,
+        stop=_parse_stop(body, limits),
+        replace=_parse_extension(body, limits),
+        max_tokens_given=given,
+        **_parse_sampling(body),
+    )

@@ -1,0 +1,110 @@
+"""Running the app: on a background thread (tests, notebooks) or as ``rxstream serve``."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal, cast
+
+from ._app import create_app
+from ._connections import raise_open_files_limit, uvicorn_config
+from ._hosts import parse_allowed_hosts
+from ._limits import ServerLimits
+
+__all__ = ["run_in_thread", "serve"]
+
+
+@contextlib.contextmanager
+def run_in_thread(
+    app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"
+) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a background thread; yield its base URL (``http://host:port``).
+
+    ``port=0`` picks a free port. The server is shut down (and the thread joined) on exit.
+    """
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    actual_port = sock.getsockname()[1]
+    limits = getattr(getattr(app, "state", None), "limits", None)
+    config = uvicorn_config(
+        app,
+        limits=limits if isinstance(limits, ServerLimits) else ServerLimits(),
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="rxstream-uvicorn", daemon=True
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("run_in_thread: uvicorn did not start")
+            time.sleep(0.01)
+        yield f"http://{host}:{actual_port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _load_model(model: str, provider: str, int4: bool) -> tuple[Any, str]:
+    from pathlib import Path
+
+    from rxstream.backends import OnnxModel
+
+    if provider not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"serve: provider must be auto, cpu or cuda, got {provider!r}")
+    chosen = cast("Literal['auto', 'cpu', 'cuda']", provider)
+    # Several generations share the cores here: ONNX Runtime threads that block instead of spin
+    # give more total throughput in that case (spinning wins only for one stream on idle cores).
+    loaded = OnnxModel.from_pretrained(
+        model, provider=chosen, quantization="int4" if int4 else "fp32", spinning=False
+    )
+    return loaded, Path(model).name or "model"
+
+
+def serve(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    model: str = "smollm2",
+    provider: str = "auto",
+    int4: bool = False,
+    model_name: str | None = None,
+    limits: ServerLimits | None = None,
+    allowed_hosts: Sequence[str] = (),
+    log_level: str = "info",
+) -> None:
+    """Load ``model`` (a model directory or a known name) and serve it until interrupted.
+
+    On Ctrl-C (SIGINT) or SIGTERM open streams get at most two seconds to end; then their
+    generations are cancelled and the server exits (uvicorn then re-raises the signal: a
+    ``KeyboardInterrupt`` for SIGINT).
+    """
+    import uvicorn
+
+    limits = limits if limits is not None else ServerLimits()
+    allowed = parse_allowed_hosts(allowed_hosts)  # a bad name fails before the model loads
+    loaded, default_name = _load_model(model, provider, int4)
+    app = create_app(loaded, model_name=model_name or default_name, limits=limits, allowed_hosts=allowed)
+    raise_open_files_limit(limits.max_connections)
+    config = uvicorn_config(
+        app,
+        limits=limits,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+    )
+    uvicorn.Server(config).run()

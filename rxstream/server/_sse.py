@@ -1,0 +1,85 @@
+"""Server-sent events: the ``data:`` framing and a response that streams events until the
+client leaves (a disconnect cancels the iterator that makes them)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from typing import Any
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+__all__ = ["EventStreamResponse", "sse", "until_disconnect"]
+
+
+async def until_disconnect(receive: Receive, work: Awaitable[Any]) -> tuple[bool, Any]:
+    """Run ``work`` while watching for the client going away; cancel it if it does.
+
+    Returns ``(disconnected, result)``.
+    """
+    task = asyncio.ensure_future(work)
+
+    async def watch() -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+        watcher.cancel()
+        with contextlib.suppress(BaseException):
+            await watcher
+    if task in done:
+        return False, task.result()
+    with contextlib.suppress(BaseException):
+        await task
+    return True, None
+
+
+def sse(payload: Mapping[str, Any] | str) -> bytes:
+    data = (
+        payload
+        if isinstance(payload, str)
+        else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    )
+    return f"data: {data}\n\n".encode()
+
+
+class EventStreamResponse(Response):
+    """Server-sent events from an async iterator of bytes; a disconnect cancels the iterator."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, events: AsyncIterator[bytes]) -> None:
+        # no body: like StreamingResponse, so that no Content-Length header is set
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self.events = events
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        events = self.events
+
+        async def pump() -> None:
+            try:
+                await send(
+                    {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+                )
+                async for chunk in events:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            finally:
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+
+        with contextlib.suppress(OSError):
+            await until_disconnect(receive, pump())

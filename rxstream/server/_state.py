@@ -1,0 +1,53 @@
+"""The state shared by the server's request handlers (:class:`ServerState`)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from reactivex.scheduler import ThreadPoolScheduler
+
+from ._limits import ServerLimits
+from ._stats import ServerStats
+
+__all__ = ["ServerState", "context_length"]
+
+
+@dataclass(slots=True)
+class ServerState:
+    """Everything the request handlers share: the model, its limits, counters and thread pool.
+
+    Attributes:
+        model: the served model.
+        model_name: the id shown to clients.
+        limits: what a request may ask for.
+        stats: the counters reported at ``/health``.
+        context_length: the model's context in tokens, or None when it does not say.
+        scheduler: the pool of ``limits.max_concurrency`` threads the generations run on.
+        semaphore: the generation slots (made on first use, on the serving loop).
+    """
+
+    model: Any
+    model_name: str
+    limits: ServerLimits
+    stats: ServerStats
+    context_length: int | None
+    scheduler: ThreadPoolScheduler
+    semaphore: asyncio.Semaphore | None = None
+
+    def slots(self) -> asyncio.Semaphore:
+        if self.semaphore is None:  # created lazily: it must belong to the serving loop
+            self.semaphore = asyncio.Semaphore(self.limits.max_concurrency)
+        return self.semaphore
+
+
+def context_length(model: Any) -> int | None:
+    """The model's context length in tokens, from the attributes models commonly have."""
+    for path in (("max_length",), ("config", "max_position_embeddings"), ("context_length",)):
+        obj: Any = model
+        for name in path:
+            obj = getattr(obj, name, None)
+        if isinstance(obj, int) and not isinstance(obj, bool) and obj > 0:
+            return obj
+    return None
