@@ -1,4 +1,4 @@
-"""The layer check (tools/layers.py) passes on the tree, and fails on each kind of forbidden import."""
+"""The layer check (tests/layers.py) passes on the tree, and fails on each kind of forbidden import."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.layers import check, layer_of, module_files
+from tests.layers import check, layer_of, module_files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,7 +82,7 @@ def test_allowed_imports_pass(tree: Path) -> None:
 
 def test_the_command_fails_with_one_line_per_violation(tree: Path) -> None:
     _append(tree / "operators/_stop.py", "from rxstream.backends import OnnxModel")
-    cmd = [sys.executable, str(ROOT / "tools" / "layers.py"), str(tree)]
+    cmd = [sys.executable, str(ROOT / "tests" / "layers.py"), str(tree)]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert result.returncode == 1
     assert result.stdout.count("\n") == 1 and "operators/_stop.py" in result.stdout

@@ -16,7 +16,7 @@ face        ``rxstream.cli``, ``rxstream.server``,       everything
 ==========  ===========================================  =======================================
 
 Every ``import`` statement counts, also inside functions and under ``TYPE_CHECKING``.
-Run ``python tools/layers.py`` (exit status 1 and one line per forbidden import), or call
+Run ``python tests/layers.py`` (exit status 1 and one line per forbidden import), or call
 :func:`check` from a test.
 """
 
@@ -146,7 +146,7 @@ def main() -> int:
     for v in violations:
         print(v)
     if violations:
-        print(f"{len(violations)} forbidden import(s): see tools/layers.py for the layers", file=sys.stderr)
+        print(f"{len(violations)} forbidden import(s): see tests/layers.py for the layers", file=sys.stderr)
     return 1 if violations else 0
 
 
