@@ -34,11 +34,11 @@ from typing import Any
 
 import onnxruntime as ort
 import reactivex
+from hf_export import export_hf_folder  # benchmarks/hf_export.py
 from reactivex import operators as ops
 
 from rxstream import FinishRecorder
 from rxstream.backends import OnnxModel, default_cache_dir, pull_model
-from rxstream.backends._hf import export_hf_folder
 from rxstream.operators import detokenize, replace, stop
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._gguf import read_gguf
+from rxstream.backends._gguf import read_gguf
 
 __all__ = ["export_hf_folder", "write_safetensors"]
 
