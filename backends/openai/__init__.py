@@ -1,0 +1,33 @@
+"""A backend that streams text from any OpenAI-compatible HTTP endpoint.
+
+:class:`OpenAIBackend` posts to ``{base_url}/completions`` or ``{base_url}/chat/completions``
+with ``"stream": true`` and turns the server-sent events into an ``Observable[str]`` of text
+deltas (or of :class:`~rxstream.Piece` items carrying token ids and log-probabilities when the
+server returns them), so the same text operators (``stop``, ``replace``, ...) apply to a serving
+fleet (vLLM, TGI, llama.cpp server, ``rxstream serve``) as to a local model.
+
+* Each subscription makes one HTTP request on its own worker thread (or on a given scheduler).
+* Disposing the subscription closes the HTTP stream at once (the socket is shut down, so a read
+  that is waiting for the next event returns), which makes the server cancel the generation. This
+  holds from the moment the connection is made, also while waiting for the response headers; only
+  a request sent on a reused keep-alive connection cannot be interrupted before its headers arrive
+  (its worker then ends when they do, or after ``timeout``).
+* Network errors, HTTP error statuses, error events and malformed events go to ``on_error`` as
+  :class:`OpenAIBackendError`, whose message names the URL and the offending event text.
+* ``on_finish`` receives the server's ``finish_reason`` as a :class:`~rxstream.Finish`: ``"length"``
+  -> ``LENGTH``; ``"stop"`` with a ``stop_reason`` (vLLM and ``rxstream serve`` send the matched stop
+  string or token id) -> ``STOP``; ``"stop"`` without one, any other reason, or a stream that ends
+  without a reason -> ``EOS``. Disposal reports ``CANCELLED``; failures ``ERROR``.
+
+Token ids and log-probabilities (``pieces=True``): ids are read from a choice's ``token_ids``
+(vLLM's ``return_token_ids``) or from logprob tokens spelled ``"token_id:N"`` (vLLM's
+``return_tokens_as_token_ids``); log-probabilities from ``logprobs.token_logprobs`` (completions)
+or ``logprobs.content[].logprob`` (chat). Ask the server for them with the request parameters it
+understands (e.g. ``logprobs=1``); they are passed through unchanged. Log-probabilities that
+cannot be paired one-to-one with ids are dropped (``Piece.logprobs`` is then None).
+"""
+
+from ._backend import OpenAIBackend
+from ._errors import OpenAIBackendError
+
+__all__ = ["OpenAIBackend", "OpenAIBackendError"]
