@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -10,7 +9,7 @@ import reactivex
 from reactivex import abc
 from reactivex import operators as ops
 
-from .._finish import Finish, FinishReason, FinishRecorder
+from .._finish import Finish, FinishOnce, FinishReason, FinishRecorder
 from ..aio import to_async_iterable
 from ._requests import GenerationRequest
 from ._state import ServerState
@@ -71,38 +70,31 @@ class Generation:
         self.recorder = FinishRecorder()
         self.tokens = 0
         self.error: Exception | None = None
-        self._ended = False
-        self._lock = threading.Lock()
+        self._count_end = FinishOnce(lambda f: state.stats.generation_ended(f.reason, self.tokens))
 
     def _on_token(self, _id: int) -> None:
         self.tokens += 1
 
     def _end(self) -> None:
-        with self._lock:
-            if self._ended:
-                return
-            self._ended = True
+        """Count the generation's end in the server's stats (once)."""
         finish = self.recorder.finish
         if self.error is not None:
             reason = FinishReason.ERROR
         else:
             reason = finish.reason if finish is not None else FinishReason.CANCELLED
-        self.state.stats._end(reason)
-        self.state.stats._tokens(self.tokens)
+        self._count_end(Finish(reason))
 
     async def texts(self) -> AsyncGenerator[str, None]:
         """The text deltas; waits for a generation slot first; disposal on exit of any kind."""
         stats = self.state.stats
         slots = self.state.slots()
-        with stats._lock:
-            stats.waiting += 1
+        stats.queued(+1)
         try:
             await slots.acquire()
         finally:
-            with stats._lock:
-                stats.waiting -= 1
+            stats.queued(-1)
         try:
-            stats._start()
+            stats.generation_started()
             ait: AsyncIterator[str] | None = None
             try:
                 source = build_text_stream(

@@ -35,20 +35,22 @@ class ServerStats:
     peak_active: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def _start(self) -> None:
+    def queued(self, delta: int) -> None:
+        """A request starts (+1) or stops (-1) waiting for a generation slot."""
+        with self._lock:
+            self.waiting += delta
+
+    def generation_started(self) -> None:
         with self._lock:
             self.active += 1
             self.started += 1
             self.peak_active = max(self.peak_active, self.active)
 
-    def _end(self, reason: FinishReason) -> None:
+    def generation_ended(self, reason: FinishReason, tokens: int) -> None:
         with self._lock:
             self.active -= 1
             self.finished[reason.value] += 1
-
-    def _tokens(self, n: int) -> None:
-        with self._lock:
-            self.generated_tokens += n
+            self.generated_tokens += tokens
 
     def snapshot(self) -> dict[str, Any]:
         """The counters as a JSON-ready dict."""
