@@ -14,9 +14,11 @@ and a blocking sink (:func:`run_text`).
 from ._detok_protocol import TokenizerProtocol
 from ._detok_stream import StreamDetokenizer
 from ._finish import Finish, FinishCallback, FinishReason, FinishRecorder
+from ._generative_model import GenerativeModel
 from ._piece import Piece
 from ._replacer import Replacer, replace_text
 from ._rules import Rules
+from ._sampling_params import SamplingParams, SamplingParamsError
 from ._sinks import run_text
 from ._sources import replay
 from ._stopper import StopMatcher, stop_text
@@ -26,9 +28,12 @@ __all__ = [
     "FinishCallback",
     "FinishReason",
     "FinishRecorder",
+    "GenerativeModel",
     "Piece",
     "Replacer",
     "Rules",
+    "SamplingParams",
+    "SamplingParamsError",
     "StopMatcher",
     "StreamDetokenizer",
     "TokenizerProtocol",

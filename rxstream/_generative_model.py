@@ -1,0 +1,61 @@
+"""What the faces (CLI, server) need of a model (:class:`GenerativeModel`), so that any backend —
+the ONNX one, a replayed recording, a user's own — can be served and chatted with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import reactivex
+from reactivex import abc
+
+from ._finish import FinishCallback
+from ._sampling_params import SamplingParams
+
+__all__ = ["GenerativeModel"]
+
+
+@runtime_checkable
+class GenerativeModel(Protocol):
+    """A model that turns a prompt into a cold ``Observable`` of token ids.
+
+    Attributes:
+        tokenizer: its tokenizer (a ``tokenizers.Tokenizer``, or anything
+            :func:`~rxstream.operators.detokenize` accepts).
+        eos_token_ids: the ids that end a generation.
+        context_length: prompt plus generated ids at most (None: unknown).
+        provider: where it runs, for people to read (``"cpu"``, ``"cuda"``, ``"remote"``...).
+    """
+
+    tokenizer: Any
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]: ...
+
+    @property
+    def context_length(self) -> int | None: ...
+
+    @property
+    def provider(self) -> str: ...
+
+    def encode(self, text: str) -> list[int]:
+        """The token ids of ``text`` (no special tokens added)."""
+        ...
+
+    def encode_chat(
+        self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True
+    ) -> list[int]:
+        """The prompt ids of a chat (its chat template applied)."""
+        ...
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams | None = None,
+        *,
+        on_finish: FinishCallback | None = None,
+        scheduler: abc.SchedulerBase | None = None,
+    ) -> reactivex.Observable[int]:
+        """A cold observable of generated ids: each subscription generates anew, reports why it
+        ended to ``on_finish`` before completing, and stops when disposed."""
+        ...
