@@ -20,7 +20,7 @@ from typing import Any
 RXSTREAM = str(Path(sys.executable).with_name("rxstream"))
 """The installed console script (the entry point users run), next to this interpreter."""
 
-_URL = re.compile(r"running on (http://[0-9.]+:\d+)", re.IGNORECASE)
+_URL = re.compile(r"running on (http://[0-9.]+:\d+)/")
 
 
 @dataclass

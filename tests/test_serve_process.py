@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 import signal
 import socket
 import threading
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from rxstream.backends import build_tiny_model
-from tests.serve_process import ServeProcess, http_request, post_json, serve_process
+from tests.serve_process import RXSTREAM, ServeProcess, http_request, post_json, serve_process
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGPIPE"), reason="POSIX signals")
 
@@ -223,3 +224,47 @@ def test_sigterm_stops_the_server_quietly(model_dir: Path) -> None:
         code = sp.proc.wait(15)
     assert code in (0, 130, -signal.SIGTERM, 128 + signal.SIGTERM), code
     assert "Traceback" not in sp.text(), sp.text()[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--model", "nope"], 1, "'nope' is neither a model directory nor a known model"),
+        (["--port", "99999"], 2, "--port: must be between 0 and 65535"),
+        (["--port", "x"], 2, "--port: not a port number"),
+        (["--max-concurrency", "0"], 2, "--max-concurrency must be a positive int"),
+        (["--header-timeout", "-1"], 2, "--header-timeout must be a positive number of seconds"),
+        (["--allowed-hosts", "a.org:80"], 1, "--allowed-hosts"),
+        (["--provider", "tpu"], 2, "--provider: invalid choice"),
+    ],
+)
+def test_serve_mistakes_get_one_line(args: list[str], code: int, message: str) -> None:
+    result = subprocess.run(
+        [RXSTREAM, "serve", *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
+    assert result.returncode == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rxstream serve: ") and message in lines[0], result.stderr
+
+
+def test_a_port_in_use_is_one_line_before_the_model_loads(model_dir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [RXSTREAM, "serve", "--port", str(port), "--model", str(model_dir / "missing")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip() == f"rxstream serve: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
+
+
+def test_start_up_line_names_model_provider_and_urls(server: ServeProcess) -> None:
+    line = next(line for line in server.log if line.startswith("rxstream serve: "))
+    assert f"running on {server.url}/" in line and "on cpu" in line
+    assert f"chat page: {server.url}/" in line and f"OpenAI API: {server.url}/v1" in line

@@ -12,7 +12,7 @@ import argparse
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ._chat import add_chat_parser, run_chat
 from ._models import add_models_parser, run_models_list, run_models_pull
@@ -31,12 +31,22 @@ SUBCOMMANDS: list[Callable[[Any], None]] = [add_chat_parser, add_models_parser, 
 """The functions that register each subcommand, in help order."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage mistake reported in one line (``rxstream chat: --top-p: ...``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rxstream`` argument parser with every subcommand of :data:`SUBCOMMANDS`."""
-    parser = argparse.ArgumentParser(
+    from rxstream import __version__
+
+    parser = _Parser(
         prog="rxstream",
         description="Stream a language model's tokens as clean text with ReactiveX operators.",
     )
+    parser.add_argument("--version", action="version", version=f"rxstream {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(subparsers)

@@ -14,7 +14,7 @@ def add_models_parser(subparsers: Any) -> None:
     """Register ``rxstream models pull|list``."""
     p: argparse.ArgumentParser = subparsers.add_parser("models", help="download (pull) and list local models")
     p.set_defaults(exit_on_sigpipe=True)
-    sub = p.add_subparsers(dest="models_command", required=True)
+    sub = p.add_subparsers(dest="models_command", required=True, metavar="pull|list")
     pull = sub.add_parser("pull", help="download and convert a known model into the cache")
     pull.add_argument("name", nargs="?", default="smollm2", help="model name (default smollm2)")
     pull.add_argument("--int4", action="store_true", help="build the int4 (MatMulNBits) variant")

@@ -7,17 +7,27 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ._limits import ServerLimits
-from ._run import serve
+from ._limits import ServerLimits, ServerLimitsError
+from ._run import ServeError, serve
 
 __all__ = ["add_serve_arguments", "add_serve_parser", "main", "serve_from_args"]
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {port}")
+    return port
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``rxstream serve`` options to ``parser``."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument(
-        "--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free)"
+        "--port", type=_port, default=8000, help="port to listen on (default 8000; 0: any free port)"
     )
     parser.add_argument(
         "--model", default="smollm2", metavar="DIR", help="model directory or known name (default smollm2)"
@@ -65,6 +75,18 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
 
+_OPTIONS = {
+    "max_concurrency": "--max-concurrency",
+    "max_tokens": "--max-tokens-limit",
+    "max_connections": "--max-connections",
+    "header_timeout": "--header-timeout",
+    "body_timeout": "--body-timeout",
+    "idle_timeout": "--idle-timeout",
+    "send_timeout": "--send-timeout",
+}
+"""ServerLimits fields -> the options that set them."""
+
+
 def serve_from_args(args: argparse.Namespace) -> int:
     """Run :func:`serve` with options parsed by :func:`add_serve_arguments`; return an exit status."""
     try:
@@ -77,20 +99,24 @@ def serve_from_args(args: argparse.Namespace) -> int:
             idle_timeout=args.idle_timeout,
             send_timeout=args.send_timeout,
         )
-    except ValueError as exc:
-        print(f"rxstream serve: {exc}", file=sys.stderr)
+    except ServerLimitsError as exc:
+        print(f"rxstream serve: {_OPTIONS.get(exc.field, exc.field)} {exc.reason}", file=sys.stderr)
         return 2
-    serve(
-        host=args.host,
-        port=args.port,
-        model=args.model,
-        provider=args.provider,
-        int4=args.int4,
-        model_name=args.model_name,
-        limits=limits,
-        allowed_hosts=args.allowed_hosts,
-        log_level=args.log_level,
-    )
+    try:
+        serve(
+            host=args.host,
+            port=args.port,
+            model=args.model,
+            provider=args.provider,
+            int4=args.int4,
+            model_name=args.model_name,
+            limits=limits,
+            allowed_hosts=args.allowed_hosts,
+            log_level=args.log_level,
+        )
+    except ServeError as exc:
+        print(f"rxstream serve: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

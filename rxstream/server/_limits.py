@@ -6,7 +6,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["ServerLimits"]
+__all__ = ["ServerLimits", "ServerLimitsError"]
+
+
+class ServerLimitsError(ValueError):
+    """A bad limit; ``field`` names it (the CLI names its option instead)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"ServerLimits: {field} {reason}")
+        self.field = field
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +72,11 @@ class ServerLimits:
                     or not math.isfinite(value)
                     or value <= 0
                 ):
-                    raise ValueError(
-                        f"ServerLimits: {name} must be a positive number of seconds, got {value!r}"
-                    )
+                    raise ServerLimitsError(name, f"must be a positive number of seconds, got {value!r}")
             elif (
                 isinstance(value, bool)
                 or not isinstance(value, int)
                 or value < (0 if name == "max_queued" else 1)
             ):
-                raise ValueError(f"ServerLimits: {name} must be a positive int, got {value!r}")
+                least = "an int >= 0" if name == "max_queued" else "a positive int"
+                raise ServerLimitsError(name, f"must be {least}, got {value!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -14,7 +15,7 @@ from ._connections import raise_open_files_limit, uvicorn_config
 from ._hosts import parse_allowed_hosts
 from ._limits import ServerLimits
 
-__all__ = ["run_in_thread", "serve"]
+__all__ = ["ServeError", "listen", "run_in_thread", "serve", "url_of"]
 
 
 @contextlib.contextmanager
@@ -57,19 +58,58 @@ def run_in_thread(
         sock.close()
 
 
+class ServeError(RuntimeError):
+    """``rxstream serve`` cannot start (the message is one line for the user)."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` (IPv4 or IPv6; ``port`` 0 picks a free one).
+
+    Raises:
+        ServeError: the address cannot be used (in use, not this machine's, bad name).
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ServeError(f"--port must be between 0 and 65535, got {port!r}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+    except (OSError, IndexError) as exc:
+        raise ServeError(f"cannot listen on {host}:{port}: {exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        raise ServeError(f"cannot listen on {host}:{port}: {reason}") from None
+    sock.setblocking(False)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    """The base URL of a listening socket (``http://host:port``)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def _load_model(model: str, provider: str, int4: bool) -> tuple[Any, str]:
     from pathlib import Path
 
     from rxstream.backends import OnnxModel
 
     if provider not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"serve: provider must be auto, cpu or cuda, got {provider!r}")
+        raise ServeError(f"--provider must be auto, cpu or cuda, got {provider!r}")
     chosen = cast("Literal['auto', 'cpu', 'cuda']", provider)
     # Several generations share the cores here: ONNX Runtime threads that block instead of spin
     # give more total throughput in that case (spinning wins only for one stream on idle cores).
-    loaded = OnnxModel.from_pretrained(
-        model, provider=chosen, quantization="int4" if int4 else "fp32", spinning=False
-    )
+    try:
+        loaded = OnnxModel.from_pretrained(
+            model, provider=chosen, quantization="int4" if int4 else "fp32", spinning=False
+        )
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        raise ServeError(str(exc)) from None
     return loaded, Path(model).name or "model"
 
 
@@ -87,24 +127,37 @@ def serve(
 ) -> None:
     """Load ``model`` (a model directory or a known name) and serve it until interrupted.
 
-    On Ctrl-C (SIGINT) or SIGTERM open streams get at most two seconds to end; then their
-    generations are cancelled and the server exits (uvicorn then re-raises the signal: a
-    ``KeyboardInterrupt`` for SIGINT).
+    The address is taken before the model loads, so a port in use fails at once. On Ctrl-C
+    (SIGINT) or SIGTERM open streams get at most two seconds to end; then their generations are
+    cancelled and the server exits (uvicorn then re-raises the signal: a ``KeyboardInterrupt``
+    for SIGINT).
+
+    Raises:
+        ServeError: the address, the model or an option is unusable (a one-line message).
     """
     import uvicorn
 
     limits = limits if limits is not None else ServerLimits()
-    allowed = parse_allowed_hosts(allowed_hosts)  # a bad name fails before the model loads
-    loaded, default_name = _load_model(model, provider, int4)
-    app = create_app(loaded, model_name=model_name or default_name, limits=limits, allowed_hosts=allowed)
-    raise_open_files_limit(limits.max_connections)
-    config = uvicorn_config(
-        app,
-        limits=limits,
-        host=host,
-        port=port,
-        log_level=log_level,
-        lifespan="on",
-        timeout_graceful_shutdown=2,
-    )
-    uvicorn.Server(config).run()
+    try:
+        allowed = parse_allowed_hosts(allowed_hosts)
+    except ValueError as exc:
+        raise ServeError(str(exc)) from None
+    sock = listen(host, port)
+    try:
+        loaded, default_name = _load_model(model, provider, int4)
+        name = model_name or default_name
+        app = create_app(loaded, model_name=name, limits=limits, allowed_hosts=allowed)
+        raise_open_files_limit(limits.max_connections)
+        config = uvicorn_config(
+            app, limits=limits, log_level=log_level, lifespan="on", timeout_graceful_shutdown=2
+        )
+        url = url_of(sock)
+        print(
+            f"rxstream serve: {name} on {getattr(loaded, 'provider', '?')}, running on {url}/ "
+            f"(chat page: {url}/, OpenAI API: {url}/v1)",
+            file=sys.stderr,
+            flush=True,
+        )
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
