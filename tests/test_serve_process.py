@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
