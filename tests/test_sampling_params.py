@@ -105,9 +105,9 @@ def test_keyword_form() -> None:
         temperature=0.7, seed=3
     )
     assert SamplingParams.from_kwargs(None, {}, "generate") == SamplingParams()
-    with pytest.raises(TypeError, match="generate: unexpected keyword argument.*temprature"):
+    with pytest.raises(TypeError, match=r"generate: unexpected keyword argument.*temprature"):
         SamplingParams.from_kwargs(None, {"temprature": 1}, "generate")
-    with pytest.raises(SamplingParamsError, match="^seed"):
+    with pytest.raises(SamplingParamsError, match=r"^seed"):
         SamplingParams.from_kwargs(None, {"seed": -5}, "generate")
 
 
