@@ -148,3 +148,42 @@ def test_undecodable_text_gets_one_line(tiny: Path, argv: list[bytes], stdin: by
     assert result.returncode == 2, err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("rxstream chat")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--temperature", "-1", "--temperature must be >= 0"),
+        ("--top-p", "0", "--top-p must be in (0, 1]"),
+        ("--top-k", "-2", "--top-k must be >= 0"),
+        ("--repetition-penalty", "0", "--repetition-penalty must be > 0"),
+        ("--seed", "-5", "--seed must be between 0 and"),
+        ("--max-tokens", "0", "--max-tokens must be >= 1"),
+        ("--temperature", "nan", "--temperature must be a finite number"),
+    ],
+)
+def test_sampling_options_are_checked_before_the_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, message: str
+) -> None:
+    """The model directory does not exist: the option's error must come first, naming the option."""
+    status = main(["chat", "hi", "--model", str(tmp_path / "absent"), option, value])
+    _, err = capsys.readouterr()
+    assert status == 2
+    assert err.strip() == f"rxstream chat: {message}" or err.strip().startswith(f"rxstream chat: {message}")
+    assert "absent" not in err and "generate:" not in err
+
+
+def test_show_tokens_places_ids_before_line_breaks_and_shows_no_empty_brackets(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rxstream.cli._chat import _with_ids
+
+    assert _with_ids("a\n", (5,), lambda s: s) == "a[5]\n"
+    assert _with_ids("\n\n", (5, 6), lambda s: s) == "[5 6]\n\n"
+    assert _with_ids("tail", (), lambda s: s) == "tail"
+    full = expected_text(tiny, "hello", 30)
+    cut = full[5:7]
+    main(["chat", "hello", "--model", str(tiny), "--max-tokens", "30", "--stop", cut, "--show-tokens"])
+    out, _ = capsys.readouterr()
+    assert "[]" not in out
+    assert re.sub(r"\[\d+(?: \d+)*\]", "", out) == full[: full.index(cut)] + "\n"

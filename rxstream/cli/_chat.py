@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 import time
@@ -12,6 +13,7 @@ from typing import Any, TextIO
 
 from .._finish import Finish, FinishReason, FinishRecorder
 from .._piece import Piece
+from .._sampling_params import SamplingParams, SamplingParamsError
 from ._text import replace_rule, stop_string, valid_text
 
 __all__ = ["add_chat_parser", "run_chat"]
@@ -25,7 +27,11 @@ def add_chat_parser(subparsers: Any) -> None:
         description="Stream a chat answer through detokenize -> replace -> stop and print why it ended. "
         "The default model (SmolLM2-135M-Instruct) is downloaded and converted on first use.",
     )
-    p.add_argument("prompt", nargs="?", help="the user message (read from stdin when omitted)")
+    p.add_argument(
+        "prompt",
+        nargs="?",
+        help="the user message; without one: an interactive chat on a terminal, else read from stdin",
+    )
     p.add_argument("--system", help="a system message")
     p.add_argument(
         "--stop",
@@ -77,6 +83,38 @@ def _load_model(name: str, provider: str, int4: bool) -> Any:
     )
 
 
+_OPTIONS = {
+    "max_new_tokens": "--max-tokens",
+    "temperature": "--temperature",
+    "top_k": "--top-k",
+    "top_p": "--top-p",
+    "repetition_penalty": "--repetition-penalty",
+    "seed": "--seed",
+}
+"""SamplingParams fields -> the options that set them."""
+
+
+def _sampling(args: argparse.Namespace) -> SamplingParams:
+    """The sampling options as one checked value, before anything loads.
+
+    Raises:
+        ValueError: a bad option, named as the user typed it.
+    """
+    if args.max_tokens < 1:
+        raise ValueError(f"--max-tokens must be >= 1, got {args.max_tokens}")
+    try:
+        return SamplingParams(
+            max_new_tokens=args.max_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            repetition_penalty=args.repetition_penalty,
+            seed=args.seed,
+        )
+    except SamplingParamsError as exc:
+        raise ValueError(f"{_OPTIONS.get(exc.field, exc.field)} {exc.reason}") from None
+
+
 def _read_prompt(args: argparse.Namespace, err: TextIO) -> str | None:
     """The user message (argument or stdin), or None after printing why it is unusable."""
     try:
@@ -84,10 +122,9 @@ def _read_prompt(args: argparse.Namespace, err: TextIO) -> str | None:
     except UnicodeDecodeError:
         print("rxstream chat: the prompt on stdin is not valid UTF-8 text", file=err)
         return None
-    for name, text in (("the prompt", prompt_text), ("--system", args.system or "")):
-        if not valid_text(text):
-            print(f"rxstream chat: {name} is not valid UTF-8 text", file=err)
-            return None
+    if not valid_text(prompt_text):
+        print("rxstream chat: the prompt is not valid UTF-8 text", file=err)
+        return None
     if not prompt_text.strip():
         print("rxstream chat: empty prompt", file=err)
         return None
@@ -96,10 +133,11 @@ def _read_prompt(args: argparse.Namespace, err: TextIO) -> str | None:
 
 @dataclass
 class _Answer:
-    """What streaming one answer produced: why it ended, token arrival times, a failure."""
+    """What streaming one answer produced: its text, why it ended, token times, a failure."""
 
     finish: Finish
     start: float
+    text: list[str] = field(default_factory=list)
     token_times: list[float] = field(default_factory=list)
     failure: BaseException | None = None
 
@@ -113,90 +151,202 @@ class _Answer:
         return f"[finish: {self.finish} | {stats} | {provider} | {elapsed:.2f} s]"
 
 
-def _stream_answer(
-    model: Any,
-    source: Any,
-    prompt: list[int],
-    args: argparse.Namespace,
-    out: TextIO,
-    recorder: FinishRecorder,
-) -> _Answer:
-    """Run ``source`` through detokenize -> replace -> stop, writing the text to ``out`` as it
-    comes; Ctrl-C disposes the subscription (which cancels the generation)."""
-    from reactivex import operators as ops
+def _with_ids(text: str, ids: tuple[int, ...], dim: Callable[[str], str]) -> str:
+    """``text`` followed by its token ids, placed before the text's trailing line breaks (so a
+    newline's id does not start the next line); nothing for a piece without ids."""
+    if not ids:
+        return text
+    body = text.rstrip("\r\n")
+    return body + dim(f"[{' '.join(map(str, ids))}]") + text[len(body) :]
 
-    from rxstream.operators import detokenize, replace, stop
 
-    answer = _Answer(Finish(FinishReason.CANCELLED), time.perf_counter())
-    stages: list[Callable[[Any], Any]] = [
-        ops.do_action(lambda _id: answer.token_times.append(time.perf_counter())),
-        detokenize(model.tokenizer, prompt_ids=prompt, aligned=args.show_tokens),
-    ]
-    if args.replace:
-        stages.append(replace(args.replace))
-    if args.stop:
-        stages.append(stop(args.stop, on_finish=recorder))
-    dim = (lambda s: f"\x1b[2m{s}\x1b[0m") if getattr(out, "isatty", lambda: False)() else (lambda s: s)
+class _ChatSession:
+    """A conversation with one model: the messages so far, and one streamed answer per turn."""
 
-    def show(item: str | Piece) -> None:
-        if isinstance(item, Piece):
-            out.write(item.text + dim(f"[{' '.join(map(str, item.ids))}]"))
-        else:
-            out.write(item)
+    def __init__(
+        self, model: Any, args: argparse.Namespace, params: SamplingParams, out: TextIO, err: TextIO
+    ) -> None:
+        self.model = model
+        self.args = args
+        self.params = params
+        self.out = out
+        self.err = err
+        self.system = [{"role": "system", "content": args.system}] if args.system else []
+        self.history: list[dict[str, str]] = []
+        tty = getattr(out, "isatty", lambda: False)()
+        self.dim: Callable[[str], str] = (lambda s: f"\x1b[2m{s}\x1b[0m") if tty else (lambda s: s)
+
+    def reset(self) -> None:
+        self.history.clear()
+
+    def _prompt_ids(self, user_text: str) -> list[int]:
+        """The prompt for the next turn; the oldest turns are dropped when it would not leave room
+        for the answer in the model's context."""
+        model = self.model
+        if not model.has_chat_template:
+            return list(model.encode(user_text))
+        context = getattr(model, "max_length", None)
+        turns = [*self.history, {"role": "user", "content": user_text}]
+        while True:
+            ids = list(model.encode_chat(self.system + turns))
+            fits = context is None or len(ids) + min(self.params.max_new_tokens, 64) <= context
+            if fits or len(turns) <= 1:
+                return ids
+            turns = turns[2:]  # drop the oldest exchange
+            self.history = self.history[2:]
+            print(self.dim("(the oldest turn no longer fits the context: dropped)"), file=self.err)
+
+    def turn(self, user_text: str) -> _Answer:
+        """Stream the answer to ``user_text``; keep both in the history (a cancelled answer too)."""
+        prompt = self._prompt_ids(user_text)
+        answer = self._stream(prompt)
+        self.history += [
+            {"role": "user", "content": user_text},
+            {"role": "assistant", "content": "".join(answer.text)},
+        ]
+        return answer
+
+    def _stream(self, prompt: list[int]) -> _Answer:
+        """Run the generation through detokenize -> replace -> stop, writing the text as it
+        comes; Ctrl-C disposes the subscription (which cancels the generation)."""
+        from reactivex import operators as ops
+
+        from rxstream.operators import detokenize, replace, stop
+
+        args, out = self.args, self.out
+        recorder = FinishRecorder()
+        answer = _Answer(Finish(FinishReason.CANCELLED), time.perf_counter())
+        p = self.params
+        source = self.model.generate(
+            prompt,
+            max_new_tokens=p.max_new_tokens,
+            temperature=p.temperature,
+            top_k=p.top_k,
+            top_p=p.top_p,
+            repetition_penalty=p.repetition_penalty,
+            seed=p.seed,
+            on_finish=recorder,
+        )
+        stages: list[Callable[[Any], Any]] = [
+            ops.do_action(lambda _id: answer.token_times.append(time.perf_counter())),
+            detokenize(self.model.tokenizer, prompt_ids=prompt, aligned=args.show_tokens),
+        ]
+        if args.replace:
+            stages.append(replace(args.replace))
+        if args.stop:
+            stages.append(stop(args.stop, on_finish=recorder))
+
+        def show(item: str | Piece) -> None:
+            text = item.text if isinstance(item, Piece) else item
+            answer.text.append(text)
+            out.write(_with_ids(text, item.ids, self.dim) if isinstance(item, Piece) else text)
+            out.flush()
+
+        done = threading.Event()
+
+        def on_error(exc: BaseException) -> None:
+            answer.failure = exc
+            done.set()
+
+        subscription = source.pipe(*stages).subscribe(show, on_error=on_error, on_completed=done.set)
+        try:
+            while not done.wait(0.1):
+                pass
+        except KeyboardInterrupt:
+            subscription.dispose()
+        out.write("\n")
         out.flush()
+        answer.finish = recorder.finish or Finish(FinishReason.CANCELLED)
+        return answer
 
-    done = threading.Event()
-
-    def on_error(exc: BaseException) -> None:
-        answer.failure = exc
-        done.set()
-
-    subscription = source.pipe(*stages).subscribe(show, on_error=on_error, on_completed=done.set)
-    try:
-        while not done.wait(0.1):
-            pass
-    except KeyboardInterrupt:
-        subscription.dispose()
-    out.write("\n")
-    out.flush()
-    answer.finish = recorder.finish or Finish(FinishReason.CANCELLED)
-    return answer
+    def report(self, answer: _Answer) -> int:
+        """Print the finish line (and a failure); the exit status of a single-shot chat."""
+        print(self.dim(answer.summary(self.model.provider)), file=self.err)
+        if answer.failure is not None:
+            print(f"rxstream chat: {answer.failure}", file=self.err)
+            return 1
+        return 130 if answer.finish.reason is FinishReason.CANCELLED else 0
 
 
-def run_chat(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run ``rxstream chat``: stream the answer to ``out``; the finish line goes to ``err``."""
+_HELP = "Type a message. /reset forgets the conversation, /exit (or Ctrl-D) leaves, Ctrl-C stops an answer."
+
+
+def _repl(session: _ChatSession, read: Callable[[str], str]) -> int:
+    """The interactive chat: one turn per line until /exit or end of input."""
+    model = session.model
+    print(
+        f"rxstream chat with {getattr(model, 'name', None) or session.args.model} on {model.provider}.",
+        file=session.err,
+    )
+    print(session.dim(_HELP), file=session.err)
+    while True:
+        try:
+            line = read(">>> ")
+        except EOFError:  # Ctrl-D
+            print(file=session.err)
+            return 0
+        except KeyboardInterrupt:  # Ctrl-C at the prompt: a fresh line, as shells do
+            print(session.dim("\n(Ctrl-D or /exit leaves)"), file=session.err)
+            continue
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/exit", "/quit", "/bye"):
+            return 0
+        if text == "/reset":
+            session.reset()
+            print(session.dim("(conversation forgotten)"), file=session.err)
+            continue
+        if text in ("/help", "/?"):
+            print(_HELP, file=session.err)
+            continue
+        if text.startswith("/"):
+            print(f"unknown command {text.split()[0]!r}; {_HELP}", file=session.err)
+            continue
+        if not valid_text(line):
+            print("that line is not valid UTF-8 text", file=session.err)
+            continue
+        answer = session.turn(line)
+        print(session.dim(answer.summary(model.provider)), file=session.err)
+        if answer.failure is not None:
+            print(f"rxstream chat: {answer.failure}", file=session.err)
+
+
+def run_chat(
+    args: argparse.Namespace,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    read: Callable[[str], str] | None = None,
+) -> int:
+    """Run ``rxstream chat``: stream the answer to ``out``; the finish line goes to ``err``.
+
+    With no prompt and a terminal on stdin, an interactive chat (``read`` reads a line, default
+    :func:`input`); otherwise one answer to the prompt (or to all of stdin).
+    """
     out = out or sys.stdout
     err = err or sys.stderr
-    prompt_text = _read_prompt(args, err)
-    if prompt_text is None:
+    try:
+        params = _sampling(args)
+    except ValueError as exc:
+        print(f"rxstream chat: {exc}", file=err)
+        return 2
+    if args.system is not None and not valid_text(args.system):
+        print("rxstream chat: --system is not valid UTF-8 text", file=err)
+        return 2
+    interactive = args.prompt is None and (read is not None or sys.stdin.isatty())
+    prompt_text = None if interactive else _read_prompt(args, err)
+    if not interactive and prompt_text is None:
         return 2
     try:
         model = _load_model(args.model, args.provider, args.int4)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"rxstream chat: {exc}", file=err)
         return 1
-    messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
-        {"role": "user", "content": prompt_text}
-    ]
-    prompt = model.encode_chat(messages) if model.has_chat_template else model.encode(prompt_text)
-    recorder = FinishRecorder()
-    try:
-        source = model.generate(
-            prompt,
-            max_new_tokens=args.max_tokens,
-            temperature=args.temperature,
-            top_k=args.top_k,
-            top_p=args.top_p,
-            repetition_penalty=args.repetition_penalty,
-            seed=args.seed,
-            on_finish=recorder,
-        )
-    except (ValueError, TypeError) as exc:
-        print(f"rxstream chat: {exc}", file=err)
-        return 2
-    answer = _stream_answer(model, source, prompt, args, out, recorder)
-    print(answer.summary(model.provider), file=err)
-    if answer.failure is not None:
-        print(f"rxstream chat: {answer.failure}", file=err)
-        return 1
-    return 130 if answer.finish.reason is FinishReason.CANCELLED else 0
+    session = _ChatSession(model, args, params, out, err)
+    if interactive:
+        if read is None:
+            with contextlib.suppress(ImportError):
+                import readline  # noqa: F401  (line editing and history for input())
+        return _repl(session, read or input)
+    assert prompt_text is not None
+    return session.report(session.turn(prompt_text))
