@@ -121,6 +121,9 @@ def test_models_health_and_page(server: tuple[str, Any]) -> None:
         and "<script" in page.text
         and "http" not in page.text.split("<script")[0].replace("http-equiv", "")
     )
+    for icon in ("/favicon.ico", "/favicon.svg"):
+        r = httpx.get(f"{url}{icon}")
+        assert r.status_code == 200 and r.headers["content-type"] == "image/svg+xml" and b"<svg" in r.content
 
 
 def test_completion_stream_with_stop_matches_operators(server: tuple[str, Any], model: OnnxModel) -> None:
@@ -428,6 +431,30 @@ BAD_REQUESTS: list[tuple[str, Any, str | None]] = [
         "messages[0].content[0].text",
     ),
     ("chat/completions", {"messages": [{"role": "\ud800", "content": "x"}]}, "messages[0].role"),
+    # fields that are not implemented: a 400 naming them unless their value asks for nothing
+    (
+        "chat/completions",
+        {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}},
+        "response_format",
+    ),
+    (
+        "chat/completions",
+        {"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"},
+        "tool_choice",
+    ),
+    (
+        "chat/completions",
+        {"messages": [{"role": "user", "content": "x"}], "presence_penalty": 0.5},
+        "presence_penalty",
+    ),
+    ("completions", {"prompt": "hi", "frequency_penalty": 1}, "frequency_penalty"),
+    ("completions", {"prompt": "hi", "logit_bias": {"5": 10}}, "logit_bias"),
+    ("completions", {"prompt": "hi", "echo": True}, "echo"),
+    ("completions", {"prompt": "hi", "best_of": 3}, "best_of"),
+    ("completions", {"prompt": "hi", "n": True}, "n"),
+    ("completions", {"prompt": "hi", "temprature": 0.5}, "temprature"),
+    ("completions", {"prompt": "hi", "messages": []}, "messages"),
+    ("chat/completions", {"messages": [{"role": "user", "content": "x"}], "prompt": "hi"}, "prompt"),
 ]
 
 
@@ -447,6 +474,48 @@ def test_malformed_requests_get_400(
     assert error["type"] == "invalid_request_error" and error["message"]
     assert error["param"] == param
     assert app.state.stats.snapshot()["started"] == started
+
+
+def test_fields_that_ask_for_nothing_are_accepted(server: tuple[str, Any]) -> None:
+    url, _app = server
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "x"}],
+        "max_tokens": 2,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0,
+        "logit_bias": {},
+        "response_format": {"type": "text"},
+        "tool_choice": "none",
+        "logprobs": False,
+        "n": 1,
+        "user": "someone",
+    }
+    r = httpx.post(f"{url}/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+
+
+def test_n_above_one_says_why(server: tuple[str, Any]) -> None:
+    url, _app = server
+    r = httpx.post(f"{url}/v1/completions", json={"prompt": "hi", "n": 3})
+    assert r.status_code == 400 and "one choice per request" in r.json()["error"]["message"]
+
+
+def test_unknown_model_is_404_model_not_found(server: tuple[str, Any]) -> None:
+    url, app = server
+    started = app.state.stats.snapshot()["started"]
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as info:
+        client.completions.create(model="gpt-4", prompt="hi", max_tokens=2)
+    error = info.value.body
+    assert isinstance(error, dict) and error["code"] == "model_not_found" and error["param"] == "model"
+    assert "tiny" in error["message"]  # names the model that is served
+    assert client.completions.create(model="tiny", prompt="hi", max_tokens=2).choices
+    r = httpx.post(
+        f"{url}/v1/completions", json={"prompt": "hi", "max_tokens": 2}
+    )  # no model: the served one
+    assert r.status_code == 200 and r.json()["model"] == "tiny"
+    assert app.state.stats.snapshot()["started"] == started + 2
 
 
 def test_other_client_errors(server: tuple[str, Any]) -> None:

@@ -137,3 +137,38 @@ def test_server_error_is_shown(server: str) -> None:
     page.feed(dom)
     assert page.attrs["body"].get("data-state") == "error"
     assert "max_tokens" in page.text.get("error-1", "")
+
+
+class EndlessModel(SlowModel):
+    """Slow, and never ends by itself: only Stop (or the budget) ends the answer."""
+
+    def generate(self, prompt_ids: list[int], **kw: Any) -> reactivex.Observable[int]:
+        return self.inner.generate(prompt_ids, ignore_eos=True, **kw).pipe(
+            ops.do_action(on_next=lambda _t: time.sleep(self.delay))
+        )
+
+
+def test_stop_button_cancels_the_generation(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from tests.browser import chromium, screenshot, wait_until
+
+    model = OnnxModel.load(build_tiny_model(tmp_path_factory.mktemp("tiny")), provider="cpu")
+    app = create_app(EndlessModel(model, 0.03), model_name="tiny")
+    stats = app.state.stats
+    with run_in_thread(app) as url, chromium() as driver:
+        driver.get(f"{url}/?" + urlencode({"q": "Keep talking", "autorun": "1", "max_tokens": "400"}))
+        wait_until(
+            lambda: driver.find_element("id", "model").text == "tiny", what="the model name in the header"
+        )
+        wait_until(
+            lambda: int(driver.find_element("id", "answer-1").get_attribute("data-deltas") or 0) >= 3,
+            what="a streaming answer",
+        )
+        assert stats.snapshot()["active"] == 1
+        driver.find_element("id", "stop").click()
+        wait_until(lambda: driver.find_element("tag name", "body").get_attribute("data-state") == "done")
+        assert driver.find_element("id", "meta-1").text == "stopped"
+        wait_until(lambda: stats.snapshot()["active"] == 0, timeout=10, what="the generation to end")
+        snap = stats.snapshot()
+        assert snap["finished"] == {"cancelled": 1} and snap["generated_tokens"] < 400
+        shot = screenshot(driver, "web-page-stopped")
+    assert shot.stat().st_size > 1000

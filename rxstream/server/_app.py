@@ -44,6 +44,8 @@ def create_app(
     handlers = Handlers(state)
     routes = [
         Route("/", handlers.index, methods=["GET"]),
+        Route("/favicon.ico", handlers.favicon, methods=["GET"]),
+        Route("/favicon.svg", handlers.favicon, methods=["GET"]),
         Route("/health", handlers.health, methods=["GET"]),
         Route("/v1/models", handlers.models, methods=["GET"]),
         Route("/v1/completions", handlers.completions, methods=["POST"]),

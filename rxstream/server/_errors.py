@@ -17,14 +17,16 @@ class RequestError(Exception):
         param: str | None = None,
         status: int = 400,
         kind: str = "invalid_request_error",
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.status = status
         self.kind = kind
+        self.code = code
 
     def response(self) -> JSONResponse:
         """The error as a JSON response."""
-        body = {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": None}}
+        body = {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
         return JSONResponse(body, status_code=self.status)

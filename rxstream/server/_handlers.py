@@ -44,6 +44,7 @@ class Handlers:
         try:
             body = await read_json(request, limits)
             req = validate_request(body, chat=chat, limits=limits)
+            self._check_model(body)
             ids = await prompt_ids(state, req)
             req = fit_budget(state, req, len(ids))
             if stats.waiting >= limits.max_queued and stats.active >= limits.max_concurrency:
@@ -65,6 +66,17 @@ class Handlers:
             return RequestError(f"generation failed: {error}", status=500, kind="server_error").response()
         return JSONResponse(completion_body(gen, text, rid, created, state.model_name))
 
+    def _check_model(self, body: dict[str, object]) -> None:
+        """A request may name the served model, or no model; any other name is OpenAI's 404."""
+        name = body.get("model")
+        if name is not None and name != self.state.model_name:
+            raise RequestError(
+                f"The model '{name}' does not exist: this server serves '{self.state.model_name}'",
+                param="model",
+                status=404,
+                code="model_not_found",
+            )
+
     async def models(self, _request: Request) -> Response:
         entry = {"id": self.state.model_name, "object": "model", "created": 0, "owned_by": "rxstream"}
         return JSONResponse({"object": "list", "data": [entry]})
@@ -74,6 +86,9 @@ class Handlers:
 
     async def index(self, _request: Request) -> Response:
         return HTMLResponse(self.page)
+
+    async def favicon(self, _request: Request) -> Response:
+        return Response(self.icon, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
     async def not_found(self, request: Request, _exc: Exception) -> Response:
         return RequestError(

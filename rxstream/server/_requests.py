@@ -130,19 +130,66 @@ def _bool(body: Mapping[str, Any], name: str) -> bool:
 
 
 # -------------------------------------------------------------------------------- field parsers
-_UNSUPPORTED = ("logprobs", "top_logprobs", "echo", "best_of", "suffix", "tools", "functions", "logit_bias")
+_COMMON = frozenset(
+    {
+        "model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "top_k",
+        "repetition_penalty", "seed", "stop", "n", "user", "rxstream",
+    }
+)  # fmt: skip
+"""Fields both endpoints implement (``user`` is accepted as the end-user id it is, and unused)."""
+
+_FIELDS = {True: _COMMON | {"messages", "max_completion_tokens"}, False: _COMMON | {"prompt"}}
+"""Implemented fields of chat (True) and completions (False) requests."""
+
+_NOOP_VALUES: dict[str, tuple[Any, ...]] = {
+    "logprobs": (None, False, 0),
+    "top_logprobs": (None, 0),
+    "echo": (None, False),
+    "best_of": (None, 1),
+    "suffix": (None, ""),
+    "tools": (None, []),
+    "functions": (None, []),
+    "tool_choice": (None, "none"),
+    "function_call": (None, "none"),
+    "parallel_tool_calls": (None,),
+    "logit_bias": (None, {}),
+    "presence_penalty": (None, 0),
+    "frequency_penalty": (None, 0),
+    "response_format": (None, {"type": "text"}),
+    "min_tokens": (None, 0),
+    "store": (None, False),
+    "metadata": (None, {}),
+}
+"""OpenAI fields this server does not implement yet: accepted only with a value that asks for
+nothing (so a client that sends its defaults works); any other value is a 400 naming the field,
+never silently ignored."""
 
 
-def _parse_unsupported(body: Mapping[str, Any]) -> None:
+def _same(value: Any, noop: Any) -> bool:
+    """``value == noop`` without ``True == 1`` or ``None == 0``; ``0.0`` is the same as ``0``."""
+    if value is None or noop is None:
+        return value is noop
+    return isinstance(value, bool) == isinstance(noop, bool) and value == noop
+
+
+def _parse_fields(body: Mapping[str, Any], chat: bool) -> None:
+    """Every field is implemented, or unimplemented with a value that asks for nothing."""
+    for name, value in body.items():
+        if name in _FIELDS[chat]:
+            continue
+        if name in _NOOP_VALUES:
+            if any(_same(value, v) for v in _NOOP_VALUES[name]):
+                continue
+            raise RequestError(f"'{name}' is not supported by this server (got {value!r})"[:300], param=name)
+        other = "completions" if chat else "chat completions"
+        hint = f" (it belongs to {other} requests)" if name in _FIELDS[not chat] else ""
+        raise RequestError(f"unknown field '{name}'{hint}", param=name)
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise RequestError(f"'model' must be a string, got {model!r}", param="model")
-    for name in _UNSUPPORTED:
-        value = body.get(name)
-        if value not in (None, False, 0, [], {}):
-            raise RequestError(f"'{name}' is not supported by this server", param=name)
-    n = _int(body, "n", 1, 1, 1)
-    assert n == 1
+    n = _int(body, "n", 1, 1, 2**31)
+    if n != 1:
+        raise RequestError(f"'n' must be 1: this server returns one choice per request, got {n}", param="n")
 
 
 def _parse_stream_options(body: Mapping[str, Any]) -> bool:
@@ -317,7 +364,7 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
     """Check a decoded JSON body; return the request or raise :class:`RequestError` (HTTP 400)."""
     if not isinstance(body, Mapping):
         raise RequestError(f"the request body must be a JSON object, got {type(body).__name__}")
-    _parse_unsupported(body)
+    _parse_fields(body, chat)
     stream = _bool(body, "stream")
     include_usage = _parse_stream_options(body)
     prompt: str | None = None
