@@ -25,7 +25,9 @@ class OpenAIBackend:
     Args:
         base_url: e.g. ``"http://127.0.0.1:8000/v1"``.
         api_key: sent as ``Authorization: Bearer <api_key>`` when given.
-        model: the ``model`` field of each request (a request parameter ``model=`` overrides it).
+        model: the ``model`` field of each request (a request parameter ``model=`` overrides it);
+            None (the default) sends none, which servers of one model (``rxstream serve``, vLLM,
+            llama.cpp) answer with that model; OpenAI itself needs one.
         timeout: seconds for connecting and between two reads of the stream.
         headers: extra HTTP headers.
         transport: an httpx transport (for tests or custom networking).
@@ -39,14 +41,14 @@ class OpenAIBackend:
         base_url: str,
         *,
         api_key: str | None = None,
-        model: str = "default",
+        model: str | None = None,
         timeout: float = 60.0,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"OpenAIBackend: base_url must be an http(s) URL, got {base_url!r}")
-        if not isinstance(model, str) or not model:
+        if model is not None and (not isinstance(model, str) or not model):
             raise ValueError(f"OpenAIBackend: model must be a non-empty str, got {model!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise ValueError(f"OpenAIBackend: timeout must be a positive number, got {timeout!r}")
@@ -57,6 +59,9 @@ class OpenAIBackend:
             all_headers["Authorization"] = f"Bearer {api_key}"
         all_headers.update(headers or {})
         self._client = httpx.Client(headers=all_headers, timeout=httpx.Timeout(timeout), transport=transport)
+
+    def _model_field(self) -> dict[str, str]:
+        return {} if self.model is None else {"model": self.model}
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -109,7 +114,11 @@ class OpenAIBackend:
             isinstance(prompt, Sequence) and all(isinstance(i, int) for i in prompt)
         ):
             raise TypeError(f"OpenAIBackend.completions: prompt must be a str or token ids, got {prompt!r}")
-        body = {"model": self.model, **params, "prompt": prompt if isinstance(prompt, str) else list(prompt)}
+        body = {
+            **self._model_field(),
+            **params,
+            "prompt": prompt if isinstance(prompt, str) else list(prompt),
+        }
         return self._stream("/completions", body, "completions", pieces, on_finish, scheduler)
 
     @overload
@@ -149,7 +158,7 @@ class OpenAIBackend:
         """
         if isinstance(messages, str | bytes) or not all(isinstance(m, Mapping) for m in messages):
             raise TypeError(f"OpenAIBackend.chat: messages must be a sequence of mappings, got {messages!r}")
-        body = {"model": self.model, **params, "messages": [dict(m) for m in messages]}
+        body = {**self._model_field(), **params, "messages": [dict(m) for m in messages]}
         return self._stream("/chat/completions", body, "chat", pieces, on_finish, scheduler)
 
     def _stream(

@@ -26,11 +26,9 @@ class Handlers:
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
-        self.page = (
-            importlib.resources.files("rxstream.server")
-            .joinpath("static/chat.html")
-            .read_text(encoding="utf-8")
-        )
+        static = importlib.resources.files("rxstream.server").joinpath("static")
+        self.page = static.joinpath("chat.html").read_text(encoding="utf-8")
+        self.icon = static.joinpath("favicon.svg").read_bytes()
 
     async def completions(self, request: Request) -> Response:
         return await self._generate(request, chat=False)
