@@ -268,3 +268,31 @@ def test_start_up_line_names_model_provider_and_urls(server: ServeProcess) -> No
     line = next(line for line in server.log if line.startswith("rxstream serve: "))
     assert f"running on {server.url}/" in line and "on cpu" in line
     assert f"chat page: {server.url}/" in line and f"OpenAI API: {server.url}/v1" in line
+
+
+def test_ctrl_c_ends_open_streams_cleanly_and_at_once(tmp_path: Path) -> None:
+    """A client reading a long stream when the server is stopped gets a final chunk and
+    ``[DONE]`` (not a cut connection), within a second or so, and the generation stops."""
+    model_dir = build_tiny_model(tmp_path / "long", max_position_embeddings=8192)
+    with serve_process(model_dir) as sp:
+        sock = socket.create_connection(sp.address, timeout=30)
+        sock.sendall(_request("/v1/completions", dict(STREAM, max_tokens=2000)))
+        data = b""
+        while data.count(b"data: ") < 5:
+            data += sock.recv(65536)
+        start = time.monotonic()
+        sp.proc.send_signal(signal.SIGINT)
+        while not data.rstrip().endswith(b"data: [DONE]"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        ended = time.monotonic() - start
+        sock.close()
+        code = sp.proc.wait(15)
+    assert data.rstrip().endswith(b"data: [DONE]"), data[-300:]
+    assert ended < 1.5, ended
+    events = [json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: {")]
+    assert events[-1]["choices"][0]["finish_reason"] is None  # cancelled: neither stop nor length
+    assert sum(1 for _ in events) < 2000
+    assert code == 130

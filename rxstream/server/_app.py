@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -54,6 +55,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        state.loop = asyncio.get_running_loop()
         try:
             yield
         finally:  # server shutdown: let the generation threads go
@@ -66,6 +68,7 @@ def create_app(
         middleware=[Middleware(HostGuard, allowed=parse_allowed_hosts(allowed_hosts))],
     )
     app.state.stats = state.stats
+    app.state.begin_shutdown = state.begin_shutdown
     app.state.limits = limits
     app.state.model = model
     return app

@@ -25,8 +25,12 @@ def build_text_stream(
     on_finish: Callable[[Finish], None] | None = None,
     on_token: Callable[[int], None] | None = None,
     scheduler: abc.SchedulerBase | None = None,
+    until: reactivex.Observable[Any] | None = None,
 ) -> reactivex.Observable[str]:
     """The text of one request: ``generate -> detokenize -> stop -> replace``.
+
+    ``until`` ends the generation early when it emits (server shutdown): the ids stop there and
+    the text completes normally, so the response ends cleanly.
 
     ``on_finish`` receives the reports of the model and of ``stop`` (pass a
     :class:`~rxstream.FinishRecorder` to learn why the request ended); ``on_token`` sees each
@@ -46,6 +50,8 @@ def build_text_stream(
         on_finish=on_finish,
         scheduler=scheduler,
     )
+    if until is not None:
+        ids = ids.pipe(ops.take_until(until))
     if on_token is not None:
         ids = ids.pipe(ops.do_action(on_next=on_token))
     text: reactivex.Observable[str] = ids.pipe(detokenize(model.tokenizer, prompt_ids=list(prompt_ids)))
@@ -104,6 +110,7 @@ class Generation:
                     on_finish=self.recorder,
                     on_token=self._on_token,
                     scheduler=self.state.scheduler,
+                    until=self.state.shutdown,
                 )
                 # back-pressure: a client that reads slowly pauses its generation instead of
                 # letting text pile up in memory

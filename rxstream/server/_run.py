@@ -7,8 +7,10 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, cast
+
+import uvicorn
 
 from ._app import create_app
 from ._connections import raise_open_files_limit, uvicorn_config
@@ -56,6 +58,19 @@ def run_in_thread(
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, ending every generation as soon as a shutdown signal arrives (so open
+    streams finish at once, instead of generating on until the graceful-shutdown timeout)."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        self._on_exit()
+        super().handle_exit(sig, frame)
 
 
 class ServeError(RuntimeError):
@@ -135,8 +150,6 @@ def serve(
     Raises:
         ServeError: the address, the model or an option is unusable (a one-line message).
     """
-    import uvicorn
-
     limits = limits if limits is not None else ServerLimits()
     try:
         allowed = parse_allowed_hosts(allowed_hosts)
@@ -158,6 +171,6 @@ def serve(
             file=sys.stderr,
             flush=True,
         )
-        uvicorn.Server(config).run(sockets=[sock])
+        _Server(config, app.state.begin_shutdown).run(sockets=[sock])
     finally:
         sock.close()

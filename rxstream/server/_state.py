@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import contextlib
+from dataclasses import dataclass, field
 from typing import Any
 
 from reactivex.scheduler import ThreadPoolScheduler
+from reactivex.subject import ReplaySubject
 
 from ._limits import ServerLimits
 from ._stats import ServerStats
@@ -26,6 +28,8 @@ class ServerState:
         context_length: the model's context in tokens, or None when it does not say.
         scheduler: the pool of ``limits.max_concurrency`` threads the generations run on.
         semaphore: the generation slots (made on first use, on the serving loop).
+        shutdown: emits once when the server begins to shut down; every generation ends there
+            (a replay subject: a generation that starts later ends at once).
     """
 
     model: Any
@@ -35,6 +39,18 @@ class ServerState:
     context_length: int | None
     scheduler: ThreadPoolScheduler
     semaphore: asyncio.Semaphore | None = None
+    shutdown: ReplaySubject[bool] = field(default_factory=lambda: ReplaySubject(buffer_size=1))
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def begin_shutdown(self) -> None:
+        """End every generation now (thread-safe; from a signal handler too): their streams end
+        with a final chunk and ``[DONE]`` instead of being cut when the server stops."""
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self.shutdown.on_next, True)
+                return
+        self.shutdown.on_next(True)
 
     def slots(self) -> asyncio.Semaphore:
         if self.semaphore is None:  # created lazily: it must belong to the serving loop
