@@ -109,6 +109,16 @@ def fused_attention_off_device(device: str, ops: frozenset[str], kv_dtype: Any) 
     return device == "cuda" and "GroupQueryAttention" in ops and np.dtype(kv_dtype) == np.float32
 
 
+def _check_load_args(who: str, provider: Any, threads: Any, spinning: Any) -> int | None:
+    """Check the loading options before any file is read (or any model pulled); return ``threads``."""
+    if provider not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"{who}: provider must be 'auto', 'cpu' or 'cuda', got {provider!r}")
+    if not isinstance(spinning, (bool, np.bool_)):
+        raise TypeError(f"{who}: spinning must be a bool, got {spinning!r}")
+    # 0 lets ONNX Runtime choose (one thread per physical core), like None
+    return None if threads is None else check_int(who, "threads", threads, minimum=0)
+
+
 class _Graph:
     """One ONNX session plus the names and shapes of its KV cache."""
 
@@ -410,6 +420,7 @@ class OnnxModel:
         kernels (ONNX Runtime's default; fastest when the cores are otherwise idle) or block (better
         when the cores are shared with other busy work).
         """
+        threads = _check_load_args("OnnxModel.load", provider, threads, spinning)
         directory = Path(path).expanduser()
         if not directory.exists():
             raise FileNotFoundError(f"OnnxModel.load: model directory {str(directory)!r} does not exist")
@@ -513,6 +524,12 @@ class OnnxModel:
         Anything else raises ``ValueError`` listing the known names.
         """
         from ._pull import KNOWN_MODELS, pull_model
+
+        threads = _check_load_args("OnnxModel.from_pretrained", provider, threads, spinning)
+        if quantization not in ("fp32", "int4"):
+            raise ValueError(
+                f"OnnxModel.from_pretrained: quantization must be 'fp32' or 'int4', got {quantization!r}"
+            )
 
         def load(path: Path) -> OnnxModel:
             return cls.load(path, provider=provider, threads=threads, spinning=spinning)

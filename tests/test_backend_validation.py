@@ -18,6 +18,7 @@ from reactivex import operators as ops
 from reactivex.scheduler import ImmediateScheduler
 
 from rxstream.backends import OnnxModel, build_tiny_model
+from rxstream.backends._config import DecoderConfig
 from rxstream.backends._pull import _COMPLETE, _FORMAT, KNOWN_MODELS
 from rxstream.backends._sampling import Sampler
 
@@ -282,3 +283,104 @@ def test_other_names(tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
         OnnxModel.from_pretrained("")
     with pytest.raises(TypeError, match="name_or_path"):
         OnnxModel.from_pretrained(42)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------- loading options, config
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"threads": -1}, ValueError, "threads must be >= 0"),
+        ({"threads": True}, TypeError, "threads must be an int"),
+        ({"threads": 1.5}, TypeError, "threads must be an int"),
+        ({"spinning": "no"}, TypeError, "spinning must be a bool"),
+        ({"provider": "tpu"}, ValueError, "provider must be"),
+    ],
+)
+def test_bad_load_options_raise_before_loading(
+    tiny_dir: Path, tmp_path: Path, kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=rf"^OnnxModel.load: {match}"):
+        OnnxModel.load(tiny_dir, **kwargs)
+    # from_pretrained checks them before pulling: an unusable cache is not even looked at
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(error, match=rf"^OnnxModel.from_pretrained: {match}"):
+        OnnxModel.from_pretrained("smollm2", cache_dir=tmp_path / "file" / "cache", progress=False, **kwargs)
+
+
+def test_from_pretrained_checks_quantization_before_pulling(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="quantization must be 'fp32' or 'int4', got 'int8'"):
+        OnnxModel.from_pretrained(
+            "smollm2",
+            cache_dir=tmp_path / "file" / "cache",
+            quantization="int8",  # type: ignore[arg-type]
+            progress=False,
+        )
+
+
+def test_load_threads_zero_means_the_runtime_default(tiny_dir: Path) -> None:
+    assert OnnxModel.load(tiny_dir, provider="cpu", threads=np.int64(0)).generate([1, 2], max_new_tokens=2)
+
+
+GOOD_CONFIG: dict[str, Any] = {
+    "vocab_size": 384,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "eos_token_id": 2,
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("vocab_size", None, "missing required field 'vocab_size'"),
+        ("vocab_size", True, "vocab_size must be an integer"),
+        ("vocab_size", 384.5, "vocab_size must be an integer"),
+        ("hidden_size", "64", "hidden_size must be an integer"),
+        ("num_hidden_layers", math.inf, "num_hidden_layers must be an integer"),
+        ("num_attention_heads", math.nan, "num_attention_heads must be an integer"),
+        ("rope_theta", "abc", "rope_theta must be a number"),
+        ("rope_theta", -1.0, "rope_theta must be > 0"),
+        ("rms_norm_eps", math.nan, "rms_norm_eps must be a finite number"),
+        ("eos_token_id", [2, None], "eos_token_id must be an integer"),
+        ("tie_word_embeddings", "yes", "tie_word_embeddings must be true or false"),
+        ("max_position_embeddings", 0, "max_position_embeddings must be a positive int"),
+    ],
+)
+def test_a_malformed_config_field_is_named(field: str, value: Any, match: str) -> None:
+    with pytest.raises(ValueError, match=rf"^config\.json: {match}"):
+        DecoderConfig.from_hf_dict({**GOOD_CONFIG, field: value})
+
+
+def test_config_defaults_and_none_ids() -> None:
+    cfg = DecoderConfig.from_hf_dict({**GOOD_CONFIG, "pad_token_id": -1, "num_key_value_heads": None})
+    assert cfg.pad_token_id is None and cfg.num_kv_heads == 4 and cfg.eos_token_id == (2,)
+    assert DecoderConfig.from_hf_dict({**GOOD_CONFIG, "vocab_size": 384.0}).vocab_size == 384
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("vocab_size", True),
+        ("rope_theta", math.nan),
+        ("rms_norm_eps", math.inf),
+        ("eos_token_id", (True,)),
+        ("eos_token_id", (-1,)),
+        ("bos_token_id", 1.0),
+        ("tie_word_embeddings", "no"),
+    ],
+)
+def test_decoder_config_rejects_bad_fields(field: str, value: Any) -> None:
+    base: dict[str, Any] = {
+        "vocab_size": 384,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_layers": 2,
+        "num_heads": 4,
+        "num_kv_heads": 2,
+    }
+    with pytest.raises(ValueError, match=rf"^DecoderConfig: {field} must"):
+        DecoderConfig(**{**base, field: value})
