@@ -431,7 +431,7 @@ def _locked(final: Path, progress: _Progress) -> Iterator[None]:
         told = False
         while not _try_lock(fd):
             if not told:
-                progress.say(f"rxstream: waiting for another process writing {final} to finish")
+                progress.say(f"rxstream: another pull is writing {final}; waiting for it to finish")
                 told = True
             time.sleep(0.05)
         yield

