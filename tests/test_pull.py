@@ -364,3 +364,43 @@ def test_concurrent_conversions_into_one_target(tmp_path: Path) -> None:
         )
         == 3
     )
+
+
+def safetensors_complete(path: Path) -> bool:
+    """Whether ``path`` is a whole safetensors file (its size is what its header says)."""
+    import json
+    import struct
+
+    with path.open("rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    end = max(v["data_offsets"][1] for k, v in header.items() if k != "__metadata__")
+    return path.stat().st_size == 8 + n + end
+
+
+def test_killed_hf_export_leaves_no_truncated_file(tmp_path: Path, gguf_file: Path) -> None:
+    """A killed export_hf_folder never leaves a truncated model.safetensors (whose presence callers
+    take to mean the folder is done); the next export removes its temporaries and completes."""
+    out = tmp_path / "hf"
+    script = (
+        "import sys; from rxstream.backends._hf import export_hf_folder; "
+        "export_hf_folder(sys.argv[1], sys.argv[2])"
+    )
+    victim = subprocess.Popen([sys.executable, "-c", script, str(gguf_file), str(out)])
+
+    def written() -> int:
+        files = list(out.glob("*.safetensors*")) + list(out.glob(".model.safetensors*"))
+        return sum(f.stat().st_size for f in files if f.is_file()) if out.is_dir() else 0
+
+    deadline = time.monotonic() + 120
+    while written() < 50 << 20:
+        assert victim.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    victim.kill()
+    victim.wait(60)
+    assert not (out / "model.safetensors").exists()
+    again = subprocess.run([sys.executable, "-c", script, str(gguf_file), str(out)], timeout=300, check=False)
+    assert again.returncode == 0
+    assert safetensors_complete(out / "model.safetensors")
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+    assert sorted(p.name for p in out.parent.iterdir() if p.name.startswith(".")) == [".hf.lock"]
