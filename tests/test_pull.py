@@ -404,3 +404,29 @@ def test_killed_hf_export_leaves_no_truncated_file(tmp_path: Path, gguf_file: Pa
     assert safetensors_complete(out / "model.safetensors")
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
     assert sorted(p.name for p in out.parent.iterdir() if p.name.startswith(".")) == [".hf.lock"]
+
+
+def test_a_reused_model_still_sweeps_stale_temporaries(tmp_path: Path) -> None:
+    """A pull that finds the model complete removes what a killed ``--force`` pull left beside it,
+    unless another pull holds the lock right now (then those may be its own, in use)."""
+    import fcntl
+
+    from rxstream.backends import build_tiny_model
+    from rxstream.backends._pull import _COMPLETE, _FORMAT
+
+    cache = tmp_path / "cache"
+    target = build_tiny_model(cache / "models" / TARGET)
+    (target / _COMPLETE).write_text(f"{_FORMAT}\n", encoding="utf-8")
+    lock = cache / "models" / f".{TARGET}.lock"
+    lock.touch()
+    stale = cache / "models" / f".{TARGET}.tmp-999999-0badc0de"
+    stale.mkdir()
+    holder = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)  # a pull in progress elsewhere
+        assert pull_model("smollm2", cache_dir=cache, progress=False) == target
+        assert stale.exists()
+    finally:
+        os.close(holder)
+    assert pull_model("smollm2", cache_dir=cache, progress=False) == target
+    assert not stale.exists() and (target / _COMPLETE).is_file()
