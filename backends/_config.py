@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = ["DecoderConfig"]
+
+_REQUIRED: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +58,30 @@ class DecoderConfig:
             "max_position_embeddings",
         ):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"DecoderConfig: {name} must be a positive int, got {value!r}")
+        for name in ("rope_theta", "rms_norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"DecoderConfig: {name} must be a finite number, got {value!r}")
+        if not self.rope_theta > 0:
+            raise ValueError(f"DecoderConfig: rope_theta must be > 0, got {self.rope_theta!r}")
+        if not self.rms_norm_eps >= 0:
+            raise ValueError(f"DecoderConfig: rms_norm_eps must be >= 0, got {self.rms_norm_eps!r}")
+        if not isinstance(self.tie_word_embeddings, bool):
+            raise ValueError(
+                f"DecoderConfig: tie_word_embeddings must be a bool, got {self.tie_word_embeddings!r}"
+            )
+        if not isinstance(self.eos_token_id, tuple):
+            raise ValueError(f"DecoderConfig: eos_token_id must be a tuple of ids, got {self.eos_token_id!r}")
+        for name, ids in (
+            ("bos_token_id", () if self.bos_token_id is None else (self.bos_token_id,)),
+            ("eos_token_id", self.eos_token_id),
+            ("pad_token_id", () if self.pad_token_id is None else (self.pad_token_id,)),
+        ):
+            for i in ids:
+                if isinstance(i, bool) or not isinstance(i, int) or i < 0:
+                    raise ValueError(f"DecoderConfig: {name} must hold token ids (ints >= 0), got {i!r}")
         if self.hidden_size % self.num_heads:
             raise ValueError(
                 f"DecoderConfig: hidden_size {self.hidden_size} is not a multiple of "
@@ -108,30 +133,75 @@ class DecoderConfig:
 
     @classmethod
     def from_hf_dict(cls, data: dict[str, Any]) -> DecoderConfig:
-        """Read the fields this package needs from a Hugging Face ``config.json`` mapping."""
+        """Read the fields this package needs from a Hugging Face ``config.json`` mapping.
+
+        A missing or malformed field raises ``ValueError`` naming it.
+        """
+
+        def field(key: str, default: Any = _REQUIRED) -> Any:
+            value = data.get(key)
+            if value is None:
+                if default is _REQUIRED:
+                    raise ValueError(f"config.json: missing required field {key!r}")
+                return default
+            return value
+
+        def whole(key: str, value: Any) -> int:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value != int(value)
+            ):
+                raise ValueError(f"config.json: {key} must be an integer, got {value!r}")
+            return int(value)
+
+        def integer(key: str, default: Any = _REQUIRED) -> int:
+            return whole(key, field(key, default))
+
+        def number(key: str, default: float) -> float:
+            value = field(key, default)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"config.json: {key} must be a number, got {value!r}")
+            return float(value)
+
+        def optional_id(key: str) -> int | None:
+            # some configs say -1 for "none"
+            value = None if data.get(key) is None else integer(key)
+            return None if value is None or value < 0 else value
+
+        eos = data.get("eos_token_id")
+        if eos is None:
+            eos_ids: tuple[int, ...] = ()
+        elif isinstance(eos, list):
+            eos_ids = tuple(i for i in (whole("eos_token_id", e) for e in eos) if i >= 0)
+        else:
+            eos_ids = tuple(i for i in (whole("eos_token_id", eos),) if i >= 0)
+        num_heads = integer("num_attention_heads")
+        hidden = integer("hidden_size")
+        tie = field("tie_word_embeddings", False)
+        if tie not in (True, False):
+            raise ValueError(f"config.json: tie_word_embeddings must be true or false, got {tie!r}")
+        kv_heads = data.get("num_key_value_heads") or num_heads  # 0 or null: as many as query heads
+        fields: dict[str, Any] = {
+            "vocab_size": integer("vocab_size"),
+            "hidden_size": hidden,
+            "intermediate_size": integer("intermediate_size", 4 * hidden),
+            "num_layers": integer("num_hidden_layers"),
+            "num_heads": num_heads,
+            "num_kv_heads": whole("num_key_value_heads", kv_heads),
+            "max_position_embeddings": integer("max_position_embeddings", 2048),
+            "rope_theta": number("rope_theta", 10000.0),
+            "rms_norm_eps": number("rms_norm_eps", 1e-5),
+            "tie_word_embeddings": bool(tie),
+            "bos_token_id": optional_id("bos_token_id"),
+            "eos_token_id": eos_ids,
+            "pad_token_id": optional_id("pad_token_id"),
+        }
         try:
-            eos = data.get("eos_token_id")
-            eos_ids: tuple[int, ...] = (
-                () if eos is None else (tuple(int(e) for e in eos) if isinstance(eos, list) else (int(eos),))
-            )
-            num_heads = int(data["num_attention_heads"])
-            return cls(
-                vocab_size=int(data["vocab_size"]),
-                hidden_size=int(data["hidden_size"]),
-                intermediate_size=int(data.get("intermediate_size", 4 * int(data["hidden_size"]))),
-                num_layers=int(data["num_hidden_layers"]),
-                num_heads=num_heads,
-                num_kv_heads=int(data.get("num_key_value_heads") or num_heads),
-                max_position_embeddings=int(data.get("max_position_embeddings", 2048)),
-                rope_theta=float(data.get("rope_theta", 10000.0)),
-                rms_norm_eps=float(data.get("rms_norm_eps", 1e-5)),
-                tie_word_embeddings=bool(data.get("tie_word_embeddings", False)),
-                bos_token_id=None if data.get("bos_token_id") is None else int(data["bos_token_id"]),
-                eos_token_id=eos_ids,
-                pad_token_id=None if data.get("pad_token_id") is None else int(data["pad_token_id"]),
-            )
-        except KeyError as exc:
-            raise ValueError(f"config.json: missing required field {exc.args[0]!r}") from None
+            return cls(**fields)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("DecoderConfig: ", "config.json: ", 1)) from None
 
     @classmethod
     def read(cls, path: Path) -> DecoderConfig:

@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +27,7 @@ from rxstream import Finish, FinishReason
 from ._chat import ChatTemplate
 from ._config import DecoderConfig
 from ._export import BATCH_MODEL_FILE, MODEL_FILE
-from ._sampling import Sampler, check_sampling_args
+from ._sampling import Sampler, check_int, check_sampling_args
 
 __all__ = ["OnnxModel", "Provider", "default_scheduler"]
 
@@ -106,6 +107,16 @@ def fused_attention_off_device(device: str, ops: frozenset[str], kv_dtype: Any) 
     step. The plain-attention graph (standard ONNX ops) runs on CUDA in float32.
     """
     return device == "cuda" and "GroupQueryAttention" in ops and np.dtype(kv_dtype) == np.float32
+
+
+def _check_load_args(who: str, provider: Any, threads: Any, spinning: Any) -> int | None:
+    """Check the loading options before any file is read (or any model pulled); return ``threads``."""
+    if provider not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"{who}: provider must be 'auto', 'cpu' or 'cuda', got {provider!r}")
+    if not isinstance(spinning, (bool, np.bool_)):
+        raise TypeError(f"{who}: spinning must be a bool, got {spinning!r}")
+    # 0 lets ONNX Runtime choose (one thread per physical core), like None
+    return None if threads is None else check_int(who, "threads", threads, minimum=0)
 
 
 class _Graph:
@@ -409,6 +420,7 @@ class OnnxModel:
         kernels (ONNX Runtime's default; fastest when the cores are otherwise idle) or block (better
         when the cores are shared with other busy work).
         """
+        threads = _check_load_args("OnnxModel.load", provider, threads, spinning)
         directory = Path(path).expanduser()
         if not directory.exists():
             raise FileNotFoundError(f"OnnxModel.load: model directory {str(directory)!r} does not exist")
@@ -496,22 +508,60 @@ class OnnxModel:
     ) -> OnnxModel:
         """Load a model directory, or a known model by name (``"smollm2"``), pulling it on first use.
 
-        Pulling downloads and converts the model into the cache directory (see
-        :func:`~rxstream.backends.pull_model`), with progress on stderr when ``progress``.
+        How ``name_or_path`` is read, in this order:
+
+        1. A path: a :class:`~pathlib.Path` (or other ``os.PathLike``), or a string that contains a
+           path separator or starts with ``.`` or ``~`` (``"./smollm2"``, ``"models/x"``,
+           ``"~/m"``). It is loaded as a model directory (``FileNotFoundError`` if it is missing);
+           known names are not consulted.
+        2. A known model name (``"smollm2"``): the model is pulled into the cache (see
+           :func:`~rxstream.backends.pull_model`, progress on stderr when ``progress``) and
+           loaded, even when a directory of that name exists in the current directory. That case
+           is ambiguous, so it also warns (``UserWarning``); write ``"./smollm2"`` to load the
+           directory instead.
+        3. Any other bare name of an existing directory (``"my-model"``) is loaded as a directory.
+
+        Anything else raises ``ValueError`` listing the known names.
         """
         from ._pull import KNOWN_MODELS, pull_model
 
-        candidate = Path(name_or_path).expanduser()
-        if candidate.is_dir():
-            return cls.load(candidate, provider=provider, threads=threads, spinning=spinning)
-        name = str(name_or_path)
-        if name not in KNOWN_MODELS:
+        threads = _check_load_args("OnnxModel.from_pretrained", provider, threads, spinning)
+        if quantization not in ("fp32", "int4"):
             raise ValueError(
-                f"OnnxModel.from_pretrained: {name!r} is neither a model directory nor a known model "
-                f"({', '.join(sorted(KNOWN_MODELS))})"
+                f"OnnxModel.from_pretrained: quantization must be 'fp32' or 'int4', got {quantization!r}"
             )
-        directory = pull_model(name, cache_dir=cache_dir, progress=progress, quantization=quantization)
-        return cls.load(directory, provider=provider, threads=threads, spinning=spinning)
+
+        def load(path: Path) -> OnnxModel:
+            return cls.load(path, provider=provider, threads=threads, spinning=spinning)
+
+        if isinstance(name_or_path, os.PathLike):
+            return load(Path(name_or_path).expanduser())
+        if not isinstance(name_or_path, str):
+            raise TypeError(
+                "OnnxModel.from_pretrained: name_or_path must be a str or a path, "
+                f"got {type(name_or_path).__name__}"
+            )
+        name = name_or_path
+        if not name:
+            raise ValueError("OnnxModel.from_pretrained: name_or_path is empty")
+        separators = {os.sep} | ({os.altsep} if os.altsep else set())
+        if any(sep in name for sep in separators) or name.startswith((".", "~")):
+            return load(Path(name).expanduser())
+        if name in KNOWN_MODELS:
+            if Path(name).is_dir():
+                warnings.warn(
+                    f"OnnxModel.from_pretrained: {name!r} is a known model and also a directory here; "
+                    f"loading the known model (write './{name}' to load the directory)",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            return load(pull_model(name, cache_dir=cache_dir, progress=progress, quantization=quantization))
+        if Path(name).is_dir():
+            return load(Path(name))
+        raise ValueError(
+            f"OnnxModel.from_pretrained: {name!r} is neither a model directory nor a known model "
+            f"({', '.join(sorted(KNOWN_MODELS))})"
+        )
 
     # ------------------------------------------------------------------ properties
     @property
@@ -624,7 +674,7 @@ class OnnxModel:
         and drops its KV cache. Failures go to ``on_error`` (``Finish(ERROR)`` first).
         ``ignore_eos`` keeps generating past EOS (benchmarks). Bad arguments raise at once.
         """
-        check_sampling_args(
+        args = check_sampling_args(
             max_new_tokens=max_new_tokens,
             temperature=temperature,
             top_k=top_k,
@@ -633,8 +683,9 @@ class OnnxModel:
             seed=seed,
         )
         prompt = self._check_prompt(prompt_ids, "generate")
-        stops = frozenset(int(s) for s in stop_token_ids)
+        stops = self._check_call_args("generate", stop_token_ids, ignore_eos, on_finish, scheduler)
         eos = frozenset() if ignore_eos else self._eos
+        max_new_tokens = args.max_new_tokens
 
         def subscribe(
             observer: abc.ObserverBase[int], sched: abc.SchedulerBase | None = None
@@ -642,11 +693,11 @@ class OnnxModel:
             run = _Generation(on_finish)
             sampler = Sampler(
                 self.vocab_size,
-                temperature=temperature,
-                top_k=top_k,
-                top_p=top_p,
-                repetition_penalty=repetition_penalty,
-                seed=seed,
+                temperature=args.temperature,
+                top_k=args.top_k,
+                top_p=args.top_p,
+                repetition_penalty=args.repetition_penalty,
+                seed=args.seed,
                 seen=prompt,
             )
 
@@ -668,22 +719,49 @@ class OnnxModel:
         """:meth:`generate` on the chat-template prompt of ``messages`` (same keyword arguments)."""
         return self.generate(self.encode_chat(messages), **kwargs)
 
-    def _check_prompt(self, prompt_ids: Sequence[int], who: str) -> list[int]:
-        if isinstance(prompt_ids, (str, bytes)):
-            raise TypeError(
-                f"{who}: prompt_ids must be a sequence of ints, got a {type(prompt_ids).__name__}"
-            )
-        prompt = [int(i) for i in prompt_ids]
+    def _check_prompt(self, prompt_ids: Sequence[int], who: str, name: str = "prompt_ids") -> list[int]:
+        if isinstance(prompt_ids, (str, bytes)) or not isinstance(prompt_ids, Iterable):
+            raise TypeError(f"{who}: {name} must be a sequence of ints, got a {type(prompt_ids).__name__}")
+        prompt = [check_int(who, f"{name}[{n}]", i) for n, i in enumerate(prompt_ids)]
         if not prompt:
-            raise ValueError(f"{who}: prompt_ids is empty")
+            raise ValueError(f"{who}: {name} is empty")
         bad = [i for i in prompt if not 0 <= i < self.vocab_size]
         if bad:
-            raise ValueError(f"{who}: token id(s) {bad[:5]} outside the vocabulary (size {self.vocab_size})")
+            raise ValueError(
+                f"{who}: {name} has token id(s) {bad[:5]} outside the vocabulary (size {self.vocab_size})"
+            )
         if len(prompt) >= self.max_length:
             raise ValueError(
-                f"{who}: prompt of {len(prompt)} tokens does not fit the context ({self.max_length})"
+                f"{who}: {name} of {len(prompt)} tokens does not fit the context ({self.max_length})"
             )
         return prompt
+
+    def _check_call_args(
+        self,
+        who: str,
+        stop_token_ids: Iterable[int],
+        ignore_eos: bool,
+        on_finish: Callable[..., None] | None,
+        scheduler: abc.SchedulerBase | None,
+    ) -> frozenset[int]:
+        """Check the non-sampling arguments of a generate call; return the stop ids."""
+        if isinstance(stop_token_ids, (str, bytes)) or not isinstance(stop_token_ids, Iterable):
+            raise TypeError(
+                f"{who}: stop_token_ids must be an iterable of ints, got {type(stop_token_ids).__name__}"
+            )
+        stops = [check_int(who, "stop_token_ids", s) for s in stop_token_ids]
+        bad = [s for s in stops if not 0 <= s < self.vocab_size]
+        if bad:
+            raise ValueError(
+                f"{who}: stop_token_ids {bad[:5]} outside the vocabulary (size {self.vocab_size})"
+            )
+        if not isinstance(ignore_eos, (bool, np.bool_)):
+            raise TypeError(f"{who}: ignore_eos must be a bool, got {ignore_eos!r}")
+        if on_finish is not None and not callable(on_finish):
+            raise TypeError(f"{who}: on_finish must be callable or None, got {on_finish!r}")
+        if scheduler is not None and not callable(getattr(scheduler, "schedule", None)):
+            raise TypeError(f"{who}: scheduler must be a reactivex scheduler or None, got {scheduler!r}")
+        return frozenset(stops)
 
     def _track(self, delta: int) -> None:
         with self._active_lock:
@@ -793,18 +871,25 @@ class OnnxModel:
         gives for that prompt alone (up to float rounding). Row ``i`` samples with seed ``seed + i``.
         Disposing stops the loop before the next forward pass (every unfinished row: CANCELLED).
         """
-        check_sampling_args(
+        args = check_sampling_args(
             max_new_tokens=max_new_tokens,
             temperature=temperature,
             top_k=top_k,
             top_p=top_p,
             repetition_penalty=repetition_penalty,
             seed=seed,
+            who="generate_batch",
         )
-        rows = [self._check_prompt(p, "generate_batch") for p in prompts]
+        if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Iterable):
+            raise TypeError(
+                "generate_batch: prompts must be a sequence of token-id sequences, "
+                f"got {type(prompts).__name__}"
+            )
+        rows = [self._check_prompt(p, "generate_batch", f"prompts[{i}]") for i, p in enumerate(prompts)]
         if not rows:
             raise ValueError("generate_batch: no prompts")
-        stops = frozenset(int(s) for s in stop_token_ids)
+        stops = self._check_call_args("generate_batch", stop_token_ids, ignore_eos, on_finish, scheduler)
+        max_new_tokens = args.max_new_tokens
         eos = frozenset() if ignore_eos else self._eos
         needs_padding = len({len(r) for r in rows}) > 1
         graph = self._plain_graph() if (needs_padding and not self._graph.has_position_ids) else self._graph
@@ -828,11 +913,11 @@ class OnnxModel:
             samplers = [
                 Sampler(
                     self.vocab_size,
-                    temperature=temperature,
-                    top_k=top_k,
-                    top_p=top_p,
-                    repetition_penalty=repetition_penalty,
-                    seed=None if seed is None else seed + i,
+                    temperature=args.temperature,
+                    top_k=args.top_k,
+                    top_p=args.top_p,
+                    repetition_penalty=args.repetition_penalty,
+                    seed=None if args.seed is None else args.seed + i,
                     seen=r,
                 )
                 for i, r in enumerate(rows)

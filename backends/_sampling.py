@@ -2,38 +2,91 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Sampler", "check_sampling_args"]
+__all__ = ["Sampler", "SamplingArgs", "check_int", "check_sampling_args"]
+
+_BOOLS = (bool, np.bool_)
+
+
+def check_int(who: str, name: str, value: Any, *, minimum: int | None = None) -> int:
+    """``value`` as an ``int`` (Python or numpy integer, not a bool), else ``TypeError``/``ValueError``."""
+    if isinstance(value, _BOOLS) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{who}: {name} must be an int, got {value!r} ({type(value).__name__})")
+    n = int(value)
+    if minimum is not None and n < minimum:
+        raise ValueError(f"{who}: {name} must be >= {minimum}, got {n}")
+    return n
+
+
+def _check_real(who: str, name: str, value: Any) -> float:
+    """``value`` as a finite ``float`` (Python or numpy number, not a bool)."""
+    if isinstance(value, _BOOLS) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{who}: {name} must be a number, got {value!r} ({type(value).__name__})")
+    try:
+        x = float(value)
+    except OverflowError:
+        x = math.inf
+    if not math.isfinite(x):
+        raise ValueError(f"{who}: {name} must be a finite number, got {value!r}")
+    return x
+
+
+class SamplingArgs(NamedTuple):
+    """The sampling arguments of a generation, checked and converted to plain Python numbers."""
+
+    max_new_tokens: int
+    temperature: float
+    top_k: int
+    top_p: float
+    repetition_penalty: float
+    seed: int | None
 
 
 def check_sampling_args(
     *,
-    max_new_tokens: int,
-    temperature: float,
-    top_k: int,
-    top_p: float,
-    repetition_penalty: float,
-    seed: int | None,
-) -> None:
-    """Raise ``ValueError``/``TypeError`` naming the bad argument."""
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError(f"generate: max_new_tokens must be an int, got {max_new_tokens!r}")
-    if max_new_tokens < 0:
-        raise ValueError(f"generate: max_new_tokens must be >= 0, got {max_new_tokens}")
-    if not isinstance(temperature, (int, float)) or not temperature >= 0.0:
-        raise ValueError(f"generate: temperature must be a number >= 0, got {temperature!r}")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-        raise ValueError(f"generate: top_k must be an int >= 0 (0 = off), got {top_k!r}")
-    if not isinstance(top_p, (int, float)) or not 0.0 < top_p <= 1.0:
-        raise ValueError(f"generate: top_p must be in (0, 1], got {top_p!r}")
-    if not isinstance(repetition_penalty, (int, float)) or not repetition_penalty > 0.0:
-        raise ValueError(f"generate: repetition_penalty must be > 0, got {repetition_penalty!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise TypeError(f"generate: seed must be an int or None, got {seed!r}")
+    max_new_tokens: Any,
+    temperature: Any,
+    top_k: Any,
+    top_p: Any,
+    repetition_penalty: Any,
+    seed: Any,
+    who: str = "generate",
+) -> SamplingArgs:
+    """The arguments as plain numbers, or ``TypeError`` (wrong type, bools included) / ``ValueError``
+    (out of range, NaN, infinite) naming the bad argument.
+
+    Integers may be Python or numpy integers; numbers may be any real number type. Ranges:
+    ``max_new_tokens >= 0``, ``temperature >= 0``, ``top_k >= 0`` (0 = off), ``0 < top_p <= 1``,
+    ``repetition_penalty > 0``, ``seed >= 0`` or None.
+    """
+    max_new = check_int(who, "max_new_tokens", max_new_tokens, minimum=0)
+    temp = _check_real(who, "temperature", temperature)
+    if temp < 0.0:
+        raise ValueError(f"{who}: temperature must be >= 0 (0 = greedy), got {temperature!r}")
+    k = check_int(who, "top_k", top_k, minimum=0)
+    p = _check_real(who, "top_p", top_p)
+    if not 0.0 < p <= 1.0:
+        raise ValueError(f"{who}: top_p must be in (0, 1], got {top_p!r}")
+    penalty = _check_real(who, "repetition_penalty", repetition_penalty)
+    if not penalty > 0.0:
+        raise ValueError(f"{who}: repetition_penalty must be > 0, got {repetition_penalty!r}")
+    if seed is not None:
+        if isinstance(seed, _BOOLS) or not isinstance(seed, numbers.Integral):
+            raise TypeError(f"{who}: seed must be an int or None, got {seed!r} ({type(seed).__name__})")
+        seed = check_int(who, "seed", seed, minimum=0)
+    return SamplingArgs(max_new, temp, k, p, penalty, seed)
+
+
+# Logits are clipped to this after the repetition penalty, so that dividing by a tiny penalty or
+# temperature cannot turn them into inf (and inf - inf into NaN).
+_CLIP = 1e300
 
 
 class Sampler:
@@ -60,11 +113,20 @@ class Sampler:
         seed: int | None = None,
         seen: Iterable[int] = (),
     ) -> None:
-        self.temperature = float(temperature)
-        self.top_k = int(top_k)
-        self.top_p = float(top_p)
-        self.repetition_penalty = float(repetition_penalty)
-        self._rng = np.random.default_rng(seed)
+        args = check_sampling_args(
+            max_new_tokens=0,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            repetition_penalty=repetition_penalty,
+            seed=seed,
+            who="Sampler",
+        )
+        self.temperature = args.temperature
+        self.top_k = args.top_k
+        self.top_p = args.top_p
+        self.repetition_penalty = args.repetition_penalty
+        self._rng = np.random.default_rng(args.seed)
         self._seen: npt.NDArray[np.bool_] | None = None
         if self.repetition_penalty != 1.0:
             self._seen = np.zeros(vocab_size, dtype=np.bool_)
@@ -78,13 +140,18 @@ class Sampler:
         x = logits.astype(np.float64, copy=True)
         if self._seen is not None:
             seen = self._seen[: x.shape[0]]
-            x[seen] = np.where(
-                x[seen] > 0, x[seen] / self.repetition_penalty, x[seen] * self.repetition_penalty
-            )
+            with np.errstate(over="ignore"):
+                x[seen] = np.where(
+                    x[seen] > 0, x[seen] / self.repetition_penalty, x[seen] * self.repetition_penalty
+                )
+            np.clip(x, -_CLIP, _CLIP, out=x)
         if self.temperature == 0.0:
             token = int(np.argmax(x))
         else:
-            token = self._draw(x / self.temperature)
+            # shifted so the best logit is 0 before dividing: a tiny temperature gives 0 and -inf
+            # (argmax), never inf - inf
+            with np.errstate(over="ignore"):
+                token = self._draw((x - x.max()) / self.temperature)
         if self._seen is not None and token < self._seen.shape[0]:
             self._seen[token] = True
         return token

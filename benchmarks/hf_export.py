@@ -8,13 +8,17 @@ raw little-endian tensors), with no extra dependency.
 from __future__ import annotations
 
 import json
+import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
-from rxstream.backends._gguf import read_gguf
+from rxstream.backends._gguf import GgufModel, read_gguf
+from rxstream.backends._pull import _locked, _Progress, _remove, _remove_stale, _temp_name
 
 __all__ = ["export_hf_folder", "write_safetensors"]
 
@@ -39,18 +43,60 @@ def write_safetensors(path: Path, tensors: Mapping[str, np.ndarray]) -> None:
         arrays.append(a)
     raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
     raw += b" " * ((-len(raw)) % 8)
-    with path.open("wb") as f:
+    with _atomic_file(path) as f:
         f.write(struct.pack("<Q", len(raw)))
         f.write(raw)
         for a in arrays:
             f.write(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
 
 
+@contextmanager
+def _atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """Write ``path`` through a hidden temporary sibling renamed over it at the end: an interrupted
+    write never leaves a truncated file under the final name."""
+    tmp = _temp_name(path)
+    try:
+        with tmp.open("wb") as f:
+            yield f
+        os.replace(tmp, path)
+    finally:
+        _remove(tmp)
+
+
+def _write_text(path: Path, text: str) -> None:
+    with _atomic_file(path) as f:
+        f.write(text.encode("utf-8"))
+
+
 def export_hf_folder(gguf_path: str | Path, out: str | Path) -> Path:
-    """Write a ``LlamaForCausalLM`` folder with the dequantized GGUF weights into ``out``; return it."""
+    """Write a ``LlamaForCausalLM`` folder with the dequantized GGUF weights into ``out``; return it.
+
+    Each file is written to a temporary sibling and renamed into place, ``model.safetensors`` last,
+    so its presence means the folder is complete. Concurrent exports into one folder run one after
+    the other (lock file ``.<out>.lock`` beside it); temporaries left by a killed export are removed
+    by the next one.
+    """
     model = read_gguf(gguf_path)
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)
+    with _locked(target, _Progress(False)):
+        for name in _FILES:
+            _remove_stale(target / name)
+        _export(model, target)
+    return target
+
+
+_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "generation_config.json",
+    "model.safetensors",
+)
+
+
+def _export(model: GgufModel, target: Path) -> None:
     w = model.weights
     tensors: dict[str, np.ndarray] = {"model.embed_tokens.weight": w.embed, "model.norm.weight": w.norm}
     names = {
@@ -69,9 +115,8 @@ def export_hf_folder(gguf_path: str | Path, out: str | Path) -> Path:
             tensors[f"model.layers.{i}.{hf}.weight"] = layer[key]
     if w.lm_head is not None:
         tensors["lm_head.weight"] = w.lm_head
-    write_safetensors(target / "model.safetensors", tensors)
-    model.config.write(target / "config.json")
-    model.tokenizer.save(str(target / "tokenizer.json"))
+    _write_text(target / "config.json", json.dumps(model.config.to_hf_dict(), indent=2) + "\n")
+    _write_text(target / "tokenizer.json", model.tokenizer.to_str(pretty=True))
     tok_config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "model_max_length": model.config.max_position_embeddings,
@@ -83,14 +128,14 @@ def export_hf_folder(gguf_path: str | Path, out: str | Path) -> Path:
         "unk_token": None,
         "chat_template": model.chat_template,
     }
-    (target / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=2) + "\n", encoding="utf-8")
+    _write_text(target / "tokenizer_config.json", json.dumps(tok_config, indent=2) + "\n")
     special = {k: v for k, v in tok_config.items() if k in ("eos_token", "bos_token", "pad_token") and v}
-    (target / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n", encoding="utf-8")
+    _write_text(target / "special_tokens_map.json", json.dumps(special, indent=2) + "\n")
     generation = {
         "eos_token_id": list(model.config.eos_token_id),
         "bos_token_id": model.config.bos_token_id,
         "pad_token_id": model.config.pad_token_id,
         "do_sample": False,
     }
-    (target / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n", encoding="utf-8")
-    return target
+    _write_text(target / "generation_config.json", json.dumps(generation, indent=2) + "\n")
+    write_safetensors(target / "model.safetensors", tensors)  # last: the folder is complete
