@@ -18,7 +18,7 @@ from ._generative_model import GenerativeModel
 from ._piece import Piece
 from ._replacer import Replacer, replace_text
 from ._rules import Rules
-from ._sampling_params import SamplingParams, SamplingParamsError
+from ._sampling_params import SamplingOptions, SamplingParams, SamplingParamsError, SamplingParamsTypeError
 from ._sinks import run_text
 from ._sources import replay
 from ._stopper import StopMatcher, stop_text
@@ -32,8 +32,10 @@ __all__ = [
     "Piece",
     "Replacer",
     "Rules",
+    "SamplingOptions",
     "SamplingParams",
     "SamplingParamsError",
+    "SamplingParamsTypeError",
     "StopMatcher",
     "StreamDetokenizer",
     "TokenizerProtocol",

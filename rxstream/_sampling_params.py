@@ -8,26 +8,40 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
-__all__ = ["SamplingParams", "SamplingParamsError"]
+__all__ = ["SamplingOptions", "SamplingParams", "SamplingParamsError", "SamplingParamsTypeError"]
 
 MAX_SEED = 2**63 - 1
 
 
 class SamplingParamsError(ValueError):
     """A bad sampling parameter: ``field`` names it (so a face can name its own spelling of it,
-    like ``--top-p`` or ``"top_p"``) and ``reason`` says what is wrong."""
+    like ``--top-p`` or ``"top_p"``) and ``reason`` says what is wrong. The message is
+    ``"{who}: {field} {reason}"`` (``who`` the call that was given it, when known)."""
 
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field} {reason}")
+    def __init__(self, field: str, reason: str, who: str = "") -> None:
+        super().__init__(f"{who}: {field} {reason}" if who else f"{field} {reason}")
         self.field = field
         self.reason = reason
+        self.who = who
+
+    def named(self, who: str) -> SamplingParamsError:
+        """The same error (same class), its message starting with ``who``."""
+        return type(self)(self.field, self.reason, who)
+
+
+class SamplingParamsTypeError(SamplingParamsError, TypeError):
+    """A sampling parameter of the wrong type (also a ``TypeError``)."""
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy's bool too
 
 
 def _int(name: str, value: Any, lo: int, hi: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise SamplingParamsError(name, f"must be an int, got {value!r}")
+    if _is_bool(value) or not isinstance(value, numbers.Integral):
+        raise SamplingParamsTypeError(name, f"must be an int, got {value!r} ({type(value).__name__})")
     number = int(value)
     if number < lo or (hi is not None and number > hi):
         bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
@@ -36,9 +50,15 @@ def _int(name: str, value: Any, lo: int, hi: int | None = None) -> int:
 
 
 def _float(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        raise SamplingParamsTypeError(name, f"must be a number, got {value!r} ({type(value).__name__})")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
         raise SamplingParamsError(name, f"must be a finite number, got {value!r}")
-    return float(value)
+    return number
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +111,10 @@ class SamplingParams:
             )
         stops = self.stop_token_ids
         if isinstance(stops, str | bytes) or not isinstance(stops, Iterable):
-            raise SamplingParamsError("stop_token_ids", f"must be a sequence of token ids, got {stops!r}")
+            raise SamplingParamsTypeError("stop_token_ids", f"must be a sequence of token ids, got {stops!r}")
         values["stop_token_ids"] = tuple(_int("stop_token_ids", i, 0) for i in stops)
         if not isinstance(self.ignore_eos, bool):
-            raise SamplingParamsError("ignore_eos", f"must be a bool, got {self.ignore_eos!r}")
+            raise SamplingParamsTypeError("ignore_eos", f"must be a bool, got {self.ignore_eos!r}")
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
@@ -114,18 +134,42 @@ class SamplingParams:
 
     @classmethod
     def from_kwargs(
-        cls, params: SamplingParams | None, kwargs: Mapping[str, Any], who: str
+        cls,
+        params: SamplingParams | None,
+        kwargs: Mapping[str, Any],
+        who: str,
+        default: SamplingParams | None = None,
     ) -> SamplingParams:
-        """``params`` updated by keyword arguments (the keyword form of ``generate(...)``).
+        """``params`` (or ``default``, or ``SamplingParams()``) updated by keyword arguments: the
+        keyword form of ``generate(...)``.
 
         Raises:
-            TypeError: an unknown keyword, naming ``who``.
-            SamplingParamsError: a bad value.
+            TypeError: an unknown keyword or a ``params`` that is no ``SamplingParams``, naming
+                ``who``.
+            SamplingParamsError: a bad value; the message starts with ``who`` (a
+                :class:`SamplingParamsTypeError` for a value of the wrong type).
         """
         unknown = sorted(set(kwargs) - set(cls.fields()))
         if unknown:
             raise TypeError(f"{who}: unexpected keyword argument(s) {', '.join(unknown)}")
-        base = params if params is not None else cls()
+        base = params if params is not None else (default if default is not None else cls())
         if not isinstance(base, SamplingParams):
             raise TypeError(f"{who}: params must be a SamplingParams, got {type(base).__name__}")
-        return base.replace(**kwargs) if kwargs else base
+        try:
+            return base.replace(**kwargs) if kwargs else base
+        except SamplingParamsError as exc:
+            raise exc.named(who) from None
+
+
+class SamplingOptions(TypedDict, total=False):
+    """The keyword form of :class:`SamplingParams` (``generate(ids, temperature=0.7)``), for
+    ``**kwargs: Unpack[SamplingOptions]`` signatures."""
+
+    max_new_tokens: int
+    temperature: float
+    top_k: int
+    top_p: float
+    repetition_penalty: float
+    seed: int | None
+    stop_token_ids: Iterable[int]
+    ignore_eos: bool

@@ -55,6 +55,8 @@ BAD: list[tuple[str, Any]] = [
     ("temperature", -0.1),
     ("temperature", math.nan),
     ("temperature", math.inf),
+    ("temperature", 10**400),
+    ("temperature", np.bool_(True)),
     ("temperature", "hot"),
     ("temperature", False),
     ("top_k", -1),
@@ -107,8 +109,14 @@ def test_keyword_form() -> None:
     assert SamplingParams.from_kwargs(None, {}, "generate") == SamplingParams()
     with pytest.raises(TypeError, match=r"generate: unexpected keyword argument.*temprature"):
         SamplingParams.from_kwargs(None, {"temprature": 1}, "generate")
-    with pytest.raises(SamplingParamsError, match=r"^seed"):
+    with pytest.raises(SamplingParamsError, match=r"^generate: seed must be between 0 and") as info:
         SamplingParams.from_kwargs(None, {"seed": -5}, "generate")
+    assert info.value.field == "seed" and not isinstance(info.value, TypeError)
+    with pytest.raises(TypeError, match=r"^generate: seed must be an int") as typed:
+        SamplingParams.from_kwargs(None, {"seed": 1.0}, "generate")
+    assert isinstance(typed.value, SamplingParamsError)
+    default = SamplingParams(temperature=0.5)
+    assert SamplingParams.from_kwargs(None, {"seed": 1}, "generate", default) == default.replace(seed=1)
 
 
 def test_frozen() -> None:
