@@ -1,14 +1,18 @@
-"""The shape of a Llama-style decoder (:class:`DecoderConfig`), read from / written to ``config.json``."""
+"""The shape of a Llama-style decoder (:class:`DecoderConfig`), read from / written to ``config.json``;
+the sampling defaults of ``generation_config.json`` (:func:`sampling_defaults`)."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DecoderConfig"]
+from rxstream import SamplingParams, SamplingParamsError
+
+__all__ = ["DecoderConfig", "sampling_defaults"]
 
 _REQUIRED: Any = object()
 
@@ -217,3 +221,39 @@ class DecoderConfig:
     def write(self, path: Path) -> None:
         """Write ``config.json`` to ``path``."""
         path.write_text(json.dumps(self.to_hf_dict(), indent=2) + "\n", encoding="utf-8")
+
+
+_SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "repetition_penalty")
+
+
+def sampling_defaults(
+    generation_config: Mapping[str, Any], where: str = "generation_config.json"
+) -> SamplingParams:
+    """The sampling a model's ``generation_config.json`` asks for, as vLLM reads it by default.
+
+    * ``do_sample: false`` means greedy decoding, whatever the sampling fields say (as in
+      Hugging Face transformers); a ``repetition_penalty`` still applies.
+    * Otherwise the sampling fields it has (``temperature``, ``top_k``, ``top_p``,
+      ``repetition_penalty``) are the defaults; a field it lacks keeps rxstream's default
+      (``temperature`` 1.0 once some sampling field is given, as in transformers).
+    * Without sampling fields: greedy.
+    * ``max_new_tokens`` there becomes the default budget.
+
+    Raises:
+        ValueError: a field with an unusable value, naming the file and the field.
+    """
+    values: dict[str, Any] = {}
+    present = {k: generation_config[k] for k in _SAMPLING_FIELDS if generation_config.get(k) is not None}
+    do_sample = generation_config.get("do_sample")
+    if do_sample is False:
+        present = {k: v for k, v in present.items() if k == "repetition_penalty"}
+    elif present and "temperature" not in present:
+        values["temperature"] = 1.0
+    values.update(present)
+    budget = generation_config.get("max_new_tokens")
+    if budget is not None:
+        values["max_new_tokens"] = budget
+    try:
+        return SamplingParams(**values)
+    except SamplingParamsError as exc:
+        raise ValueError(f"{where}: {exc}") from None

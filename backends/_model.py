@@ -10,7 +10,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -22,12 +22,12 @@ from reactivex.disposable import Disposable
 from reactivex.scheduler import ThreadPoolScheduler
 from tokenizers import Tokenizer
 
-from rxstream import Finish, FinishReason
+from rxstream import Finish, FinishReason, SamplingOptions, SamplingParams
 
 from ._chat import ChatTemplate
-from ._config import DecoderConfig
+from ._config import DecoderConfig, sampling_defaults
 from ._export import BATCH_MODEL_FILE, MODEL_FILE
-from ._sampling import Sampler, check_int, check_sampling_args
+from ._sampling import Sampler, check_int
 
 __all__ = ["OnnxModel", "Provider", "default_scheduler"]
 
@@ -381,8 +381,12 @@ class OnnxModel:
         provider_request: Provider,
         threads: int | None,
         spinning: bool = True,
+        default_sampling: SamplingParams | None = None,
     ) -> None:
         self.directory = directory
+        self.default_sampling = default_sampling if default_sampling is not None else SamplingParams()
+        """How :meth:`generate` samples when not told otherwise: the model's
+        ``generation_config.json`` (see :func:`~rxstream.backends._config.sampling_defaults`)."""
         self._graph = graph
         self._batch_graph: _Graph | None = graph if graph.has_position_ids else None
         self._tokenizer = tokenizer
@@ -456,7 +460,9 @@ class OnnxModel:
             raise FileNotFoundError(
                 f"OnnxModel.load: no config.json (or genai_config.json) in {str(directory)!r}"
             )
-        eos |= _ids(_read_json(directory / "generation_config.json").get("eos_token_id"))
+        generation_config = _read_json(directory / "generation_config.json")
+        eos |= _ids(generation_config.get("eos_token_id"))
+        default_sampling = sampling_defaults(generation_config, str(directory / "generation_config.json"))
         tok_config = _read_json(directory / "tokenizer_config.json")
         eos_token = _token_text(tok_config.get("eos_token"))
         bos_token = _token_text(tok_config.get("bos_token"))
@@ -492,7 +498,18 @@ class OnnxModel:
                 f"config.json "
                 f"says num_hidden_layers={config.num_layers}"
             )
-        return cls(directory, graph, tokenizer, config, frozenset(eos), template, provider, threads, spinning)
+        return cls(
+            directory,
+            graph,
+            tokenizer,
+            config,
+            frozenset(eos),
+            template,
+            provider,
+            threads,
+            spinning,
+            default_sampling,
+        )
 
     @classmethod
     def from_pretrained(
@@ -580,6 +597,11 @@ class OnnxModel:
         return self._eos
 
     @property
+    def context_length(self) -> int | None:
+        """Prompt plus generated ids at most (``max_position_embeddings``), or None when unknown."""
+        return self.max_length if self.config is not None else None
+
+    @property
     def has_chat_template(self) -> bool:
         """Whether :meth:`encode_chat` can work."""
         return self._chat_template is not None
@@ -651,17 +673,11 @@ class OnnxModel:
     def generate(
         self,
         prompt_ids: Sequence[int],
+        params: SamplingParams | None = None,
         *,
-        max_new_tokens: int = 256,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        repetition_penalty: float = 1.0,
-        seed: int | None = None,
-        stop_token_ids: Iterable[int] = (),
-        ignore_eos: bool = False,
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
+        **sampling: Unpack[SamplingOptions],
     ) -> Observable[int]:
         """A cold ``Observable[int]`` of generated token ids.
 
@@ -673,18 +689,14 @@ class OnnxModel:
         ``on_completed``. Disposing stops the loop before the next forward pass (``Finish(CANCELLED)``)
         and drops its KV cache. Failures go to ``on_error`` (``Finish(ERROR)`` first).
         ``ignore_eos`` keeps generating past EOS (benchmarks). Bad arguments raise at once.
+
+        Sampling: ``params`` (a :class:`~rxstream.SamplingParams`), else the model's own defaults
+        (:attr:`default_sampling`), updated by keyword arguments (``temperature=0.7``, ...).
         """
-        args = check_sampling_args(
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            repetition_penalty=repetition_penalty,
-            seed=seed,
-        )
+        args = SamplingParams.from_kwargs(params, sampling, "generate", self.default_sampling)
         prompt = self._check_prompt(prompt_ids, "generate")
-        stops = self._check_call_args("generate", stop_token_ids, ignore_eos, on_finish, scheduler)
-        eos = frozenset() if ignore_eos else self._eos
+        stops = self._check_call_args("generate", args.stop_token_ids, on_finish, scheduler)
+        eos = frozenset() if args.ignore_eos else self._eos
         max_new_tokens = args.max_new_tokens
 
         def subscribe(
@@ -739,24 +751,17 @@ class OnnxModel:
     def _check_call_args(
         self,
         who: str,
-        stop_token_ids: Iterable[int],
-        ignore_eos: bool,
+        stops: tuple[int, ...],
         on_finish: Callable[..., None] | None,
         scheduler: abc.SchedulerBase | None,
     ) -> frozenset[int]:
-        """Check the non-sampling arguments of a generate call; return the stop ids."""
-        if isinstance(stop_token_ids, (str, bytes)) or not isinstance(stop_token_ids, Iterable):
-            raise TypeError(
-                f"{who}: stop_token_ids must be an iterable of ints, got {type(stop_token_ids).__name__}"
-            )
-        stops = [check_int(who, "stop_token_ids", s) for s in stop_token_ids]
+        """Check what the sampling parameters cannot know (stop ids against this vocabulary) and
+        the callbacks of a generate call; return the stop ids."""
         bad = [s for s in stops if not 0 <= s < self.vocab_size]
         if bad:
             raise ValueError(
                 f"{who}: stop_token_ids {bad[:5]} outside the vocabulary (size {self.vocab_size})"
             )
-        if not isinstance(ignore_eos, (bool, np.bool_)):
-            raise TypeError(f"{who}: ignore_eos must be a bool, got {ignore_eos!r}")
         if on_finish is not None and not callable(on_finish):
             raise TypeError(f"{who}: on_finish must be callable or None, got {on_finish!r}")
         if scheduler is not None and not callable(getattr(scheduler, "schedule", None)):
@@ -852,17 +857,11 @@ class OnnxModel:
     def generate_batch(
         self,
         prompts: Sequence[Sequence[int]],
+        params: SamplingParams | None = None,
         *,
-        max_new_tokens: int = 256,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        repetition_penalty: float = 1.0,
-        seed: int | None = None,
-        stop_token_ids: Iterable[int] = (),
-        ignore_eos: bool = False,
         on_finish: RowFinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
+        **sampling: Unpack[SamplingOptions],
     ) -> Observable[tuple[int, int]]:
         """Generate for several prompts at once (left-padded batch) as ``Observable[(row, token_id)]``.
 
@@ -871,15 +870,7 @@ class OnnxModel:
         gives for that prompt alone (up to float rounding). Row ``i`` samples with seed ``seed + i``.
         Disposing stops the loop before the next forward pass (every unfinished row: CANCELLED).
         """
-        args = check_sampling_args(
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            repetition_penalty=repetition_penalty,
-            seed=seed,
-            who="generate_batch",
-        )
+        args = SamplingParams.from_kwargs(params, sampling, "generate_batch", self.default_sampling)
         if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Iterable):
             raise TypeError(
                 "generate_batch: prompts must be a sequence of token-id sequences, "
@@ -888,9 +879,9 @@ class OnnxModel:
         rows = [self._check_prompt(p, "generate_batch", f"prompts[{i}]") for i, p in enumerate(prompts)]
         if not rows:
             raise ValueError("generate_batch: no prompts")
-        stops = self._check_call_args("generate_batch", stop_token_ids, ignore_eos, on_finish, scheduler)
+        stops = self._check_call_args("generate_batch", args.stop_token_ids, on_finish, scheduler)
         max_new_tokens = args.max_new_tokens
-        eos = frozenset() if ignore_eos else self._eos
+        eos = frozenset() if args.ignore_eos else self._eos
         needs_padding = len({len(r) for r in rows}) > 1
         graph = self._plain_graph() if (needs_padding and not self._graph.has_position_ids) else self._graph
 

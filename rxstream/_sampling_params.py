@@ -12,7 +12,6 @@ from typing import Any, TypedDict
 
 __all__ = ["SamplingOptions", "SamplingParams", "SamplingParamsError", "SamplingParamsTypeError"]
 
-MAX_SEED = 2**63 - 1
 
 
 class SamplingParamsError(ValueError):
@@ -36,7 +35,8 @@ class SamplingParamsTypeError(SamplingParamsError, TypeError):
 
 
 def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy's bool too
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
 
 
 def _int(name: str, value: Any, lo: int, hi: int | None = None) -> int:
@@ -99,7 +99,7 @@ class SamplingParams:
             "top_k": _int("top_k", self.top_k, 0),
             "top_p": _float("top_p", self.top_p),
             "repetition_penalty": _float("repetition_penalty", self.repetition_penalty),
-            "seed": None if self.seed is None else _int("seed", self.seed, 0, MAX_SEED),
+            "seed": None if self.seed is None else _int("seed", self.seed, 0),
         }
         if values["temperature"] < 0:
             raise SamplingParamsError("temperature", f"must be >= 0 (0 = greedy), got {self.temperature!r}")
@@ -113,8 +113,9 @@ class SamplingParams:
         if isinstance(stops, str | bytes) or not isinstance(stops, Iterable):
             raise SamplingParamsTypeError("stop_token_ids", f"must be a sequence of token ids, got {stops!r}")
         values["stop_token_ids"] = tuple(_int("stop_token_ids", i, 0) for i in stops)
-        if not isinstance(self.ignore_eos, bool):
+        if not _is_bool(self.ignore_eos):
             raise SamplingParamsTypeError("ignore_eos", f"must be a bool, got {self.ignore_eos!r}")
+        values["ignore_eos"] = bool(self.ignore_eos)
         for name, value in values.items():
             object.__setattr__(self, name, value)
 

@@ -157,7 +157,7 @@ def test_undecodable_text_gets_one_line(tiny: Path, argv: list[bytes], stdin: by
         ("--top-p", "0", "--top-p must be in (0, 1]"),
         ("--top-k", "-2", "--top-k must be >= 0"),
         ("--repetition-penalty", "0", "--repetition-penalty must be > 0"),
-        ("--seed", "-5", "--seed must be between 0 and"),
+        ("--seed", "-5", "--seed must be >= 0"),
         ("--max-tokens", "0", "--max-tokens must be >= 1"),
         ("--temperature", "nan", "--temperature must be a finite number"),
     ],

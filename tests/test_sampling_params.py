@@ -19,7 +19,7 @@ from rxstream import SamplingParams, SamplingParamsError
     top_k=st.integers(0, 10**6),
     top_p=st.floats(0, 1, exclude_min=True),
     repetition_penalty=st.floats(0, 100, exclude_min=True),
-    seed=st.none() | st.integers(0, 2**63 - 1),
+    seed=st.none() | st.integers(0, 2**70),
     stops=st.lists(st.integers(0, 10**6), max_size=5),
     ignore_eos=st.booleans(),
 )
@@ -68,7 +68,6 @@ BAD: list[tuple[str, Any]] = [
     ("repetition_penalty", -1),
     ("repetition_penalty", math.inf),
     ("seed", -5),
-    ("seed", 2**63),
     ("seed", 1.0),
     ("seed", True),
     ("stop_token_ids", [1, -2]),
@@ -109,7 +108,7 @@ def test_keyword_form() -> None:
     assert SamplingParams.from_kwargs(None, {}, "generate") == SamplingParams()
     with pytest.raises(TypeError, match=r"generate: unexpected keyword argument.*temprature"):
         SamplingParams.from_kwargs(None, {"temprature": 1}, "generate")
-    with pytest.raises(SamplingParamsError, match=r"^generate: seed must be between 0 and") as info:
+    with pytest.raises(SamplingParamsError, match=r"^generate: seed must be >= 0") as info:
         SamplingParams.from_kwargs(None, {"seed": -5}, "generate")
     assert info.value.field == "seed" and not isinstance(info.value, TypeError)
     with pytest.raises(TypeError, match=r"^generate: seed must be an int") as typed:
