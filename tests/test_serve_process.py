@@ -265,7 +265,8 @@ def test_a_port_in_use_is_one_line_before_the_model_loads(model_dir: Path) -> No
 
 
 def test_start_up_line_names_model_provider_and_urls(server: ServeProcess) -> None:
-    line = next(line for line in server.log if line.startswith("rxstream serve: "))
+    assert any(line.startswith("rxstream serve: sampling defaults: greedy") for line in server.log)
+    line = next(line for line in server.log if line.startswith("rxstream serve: ") and "running on" in line)
     assert f"running on {server.url}/" in line and "on cpu" in line
     assert f"chat page: {server.url}/" in line and f"OpenAI API: {server.url}/v1" in line
 

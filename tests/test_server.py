@@ -716,3 +716,38 @@ def test_disconnects_at_any_point_leave_nothing_behind(model: OnnxModel) -> None
         logging.getLogger("uvicorn.error").removeHandler(handler)
     assert wait_for(lambda: set(threading.enumerate()) <= before), set(threading.enumerate()) - before
     assert not errors, [r.getMessage() for r in errors]
+
+
+def test_sampling_defaults_come_from_the_model(tmp_path: Path) -> None:
+    """A request that leaves sampling out gets the model's generation_config.json defaults
+    (greedy for the tiny model), reported at /v1/models and /health; its own fields win."""
+    directory = build_tiny_model(tmp_path / "tiny", seed=5)
+    greedy_model = OnnxModel.load(directory, provider="cpu")
+    prompt = "Tell me"
+    with run_in_thread(create_app(greedy_model, model_name="tiny")) as url:
+        assert httpx.get(f"{url}/v1/models").json()["data"][0]["sampling_defaults"]["temperature"] == 0.0
+        plain = httpx.post(f"{url}/v1/completions", json={"prompt": prompt, "max_tokens": 20}).json()
+        zero = httpx.post(
+            f"{url}/v1/completions", json={"prompt": prompt, "max_tokens": 20, "temperature": 0}
+        ).json()
+        assert plain["choices"][0]["text"] == zero["choices"][0]["text"]
+    config_file = directory / "generation_config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "do_sample": True, "temperature": 1.5, "top_k": 50}))
+    sampling_model = OnnxModel.load(directory, provider="cpu")
+    with run_in_thread(create_app(sampling_model, model_name="tiny")) as url:
+        health = httpx.get(f"{url}/health").json()
+        assert (
+            health["sampling_defaults"]["temperature"] == 1.5 and health["sampling_defaults"]["top_k"] == 50
+        )
+        texts = {
+            httpx.post(f"{url}/v1/completions", json={"prompt": prompt, "max_tokens": 20, "seed": s}).json()[
+                "choices"
+            ][0]["text"]
+            for s in range(4)
+        }
+        assert len(texts) > 1  # it samples
+        again = httpx.post(
+            f"{url}/v1/completions", json={"prompt": prompt, "max_tokens": 20, "temperature": 0}
+        ).json()
+        assert again["choices"][0]["text"] == zero["choices"][0]["text"]

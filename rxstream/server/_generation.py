@@ -10,11 +10,19 @@ from reactivex import abc
 from reactivex import operators as ops
 
 from .._finish import Finish, FinishOnce, FinishReason, FinishRecorder
+from .._sampling_params import SamplingParams
 from ..aio import to_async_iterable
 from ._requests import GenerationRequest
 from ._state import ServerState
 
-__all__ = ["Generation", "build_text_stream"]
+__all__ = ["Generation", "build_text_stream", "model_defaults"]
+
+
+def model_defaults(model: Any) -> SamplingParams:
+    """How ``model`` samples when a request does not say: its ``default_sampling`` (an
+    :class:`~rxstream.backends.OnnxModel` reads it from ``generation_config.json``), else greedy."""
+    defaults = getattr(model, "default_sampling", None)
+    return defaults if isinstance(defaults, SamplingParams) else SamplingParams()
 
 
 def build_text_stream(
@@ -41,12 +49,7 @@ def build_text_stream(
 
     ids: reactivex.Observable[int] = model.generate(
         list(prompt_ids),
-        max_new_tokens=request.max_tokens,
-        temperature=request.temperature,
-        top_k=request.top_k,
-        top_p=request.top_p,
-        repetition_penalty=request.repetition_penalty,
-        seed=request.seed,
+        params=request.sampling_params(model_defaults(model)),
         on_finish=on_finish,
         scheduler=scheduler,
     )

@@ -11,7 +11,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from ._body import read_json
 from ._errors import RequestError
-from ._generation import Generation
+from ._generation import Generation, model_defaults
 from ._prompt import fit_budget, prompt_ids
 from ._requests import validate_request
 from ._responses import collect, completion_body, stream_events
@@ -75,12 +75,31 @@ class Handlers:
                 code="model_not_found",
             )
 
+    def _defaults(self) -> dict[str, object]:
+        """The sampling a request gets for the fields it leaves out (the model's defaults)."""
+        params = model_defaults(self.state.model)
+        return {
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "top_k": params.top_k,
+            "repetition_penalty": params.repetition_penalty,
+            "max_tokens": min(self.state.limits.default_max_tokens, self.state.limits.max_tokens),
+        }
+
     async def models(self, _request: Request) -> Response:
-        entry = {"id": self.state.model_name, "object": "model", "created": 0, "owned_by": "rxstream"}
+        entry = {
+            "id": self.state.model_name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "rxstream",
+            "max_model_len": self.state.context_length,
+            "sampling_defaults": self._defaults(),
+        }
         return JSONResponse({"object": "list", "data": [entry]})
 
     async def health(self, _request: Request) -> Response:
-        return JSONResponse({"status": "ok", "model": self.state.model_name, **self.state.stats.snapshot()})
+        body = {"status": "ok", "model": self.state.model_name, "sampling_defaults": self._defaults()}
+        return JSONResponse({**body, **self.state.stats.snapshot()})
 
     async def index(self, _request: Request) -> Response:
         return HTMLResponse(self.page)

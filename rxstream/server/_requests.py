@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._sampling_params import SamplingParams, SamplingParamsError
 from ._errors import RequestError
 from ._limits import ServerLimits
 
@@ -31,11 +32,9 @@ class GenerationRequest:
         stream: whether to answer with server-sent events.
         include_usage: ``stream_options.include_usage``.
         max_tokens: the token budget.
-        temperature: sampling temperature (0: greedy).
-        top_p: nucleus sampling mass.
-        top_k: top-k cut (0: off).
-        repetition_penalty: repetition penalty (1: off).
-        seed: random seed, or None.
+        sampling: the sampling fields the request gave (``temperature``, ``top_p``, ``top_k``,
+            ``repetition_penalty``, ``seed``), checked; the model's defaults fill in the rest
+            (:meth:`sampling_params`).
         stop: stop strings.
         replace: replace rules from the ``rxstream`` extension.
         max_tokens_given: whether the request set ``max_tokens`` itself (when it did not, the
@@ -49,14 +48,21 @@ class GenerationRequest:
     stream: bool
     include_usage: bool
     max_tokens: int
-    temperature: float
-    top_p: float
-    top_k: int
-    repetition_penalty: float
-    seed: int | None
+    sampling: Mapping[str, Any]
     stop: tuple[str, ...]
     replace: tuple[tuple[str, str], ...]
     max_tokens_given: bool = True
+
+    def sampling_params(self, defaults: SamplingParams) -> SamplingParams:
+        """The request's sampling over the served model's ``defaults``, with its budget.
+
+        Raises:
+            RequestError: a combination the model cannot use, naming the field.
+        """
+        try:
+            return defaults.replace(**self.sampling, max_new_tokens=self.max_tokens)
+        except SamplingParamsError as exc:
+            raise RequestError(f"'{exc.field}' {exc.reason}", param=exc.field) from None
 
 
 # ------------------------------------------------------------------------------------ text check
@@ -350,14 +356,17 @@ def _parse_extension(body: Mapping[str, Any], limits: ServerLimits) -> tuple[tup
 
 
 def _parse_sampling(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The sampling fields, as keyword arguments of :class:`GenerationRequest`."""
-    return {
-        "temperature": _number(body, "temperature", 1.0, 0.0, 2.0),
-        "top_p": _number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True),
-        "top_k": max(0, _int(body, "top_k", 0, -1, 1_000_000) or 0),
-        "repetition_penalty": _number(body, "repetition_penalty", 1.0, 0.0, 10.0, lo_open=True),
+    """The sampling fields the request gives (absent or null: the model's default)."""
+    given = {
+        "temperature": _number(body, "temperature", math.nan, 0.0, 2.0),
+        "top_p": _number(body, "top_p", math.nan, 0.0, 1.0, lo_open=True),
+        "top_k": _int(body, "top_k", None, -1, 1_000_000),
+        "repetition_penalty": _number(body, "repetition_penalty", math.nan, 0.0, 10.0, lo_open=True),
         "seed": _int(body, "seed", None, 0, 2**63 - 1),
     }
+    if given["top_k"] == -1:  # vLLM's spelling of "off"
+        given["top_k"] = 0
+    return {k: v for k, v in given.items() if body.get(k) is not None}
 
 
 def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> GenerationRequest:
@@ -386,5 +395,5 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         stop=_parse_stop(body, limits),
         replace=_parse_extension(body, limits),
         max_tokens_given=given,
-        **_parse_sampling(body),
+        sampling=_parse_sampling(body),
     )

@@ -14,6 +14,7 @@ import uvicorn
 
 from ._app import create_app
 from ._connections import raise_open_files_limit, uvicorn_config
+from ._generation import model_defaults
 from ._hosts import parse_allowed_hosts
 from ._limits import ServerLimits
 
@@ -71,6 +72,18 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: Any) -> None:
         self._on_exit()
         super().handle_exit(sig, frame)
+
+
+def describe_defaults(model: Any) -> str:
+    """The model's sampling defaults in words, for the start-up log."""
+    p = model_defaults(model)
+    if p.greedy:
+        text = "greedy"
+    else:
+        text = f"temperature {p.temperature:g}, top_p {p.top_p:g}" + (f", top_k {p.top_k}" if p.top_k else "")
+    if p.repetition_penalty != 1.0:
+        text += f", repetition_penalty {p.repetition_penalty:g}"
+    return f"{text} (the model's generation_config.json, else greedy; a request's own fields win)"
 
 
 class ServeError(RuntimeError):
@@ -165,6 +178,7 @@ def serve(
             app, limits=limits, log_level=log_level, lifespan="on", timeout_graceful_shutdown=2
         )
         url = url_of(sock)
+        print(f"rxstream serve: sampling defaults: {describe_defaults(loaded)}", file=sys.stderr)
         print(
             f"rxstream serve: {name} on {getattr(loaded, 'provider', '?')}, running on {url}/ "
             f"(chat page: {url}/, OpenAI API: {url}/v1)",
