@@ -8,6 +8,7 @@ types, ...) converts; a tensor of any other type is refused by name before anyth
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -25,6 +26,9 @@ from ._tokenizer import byte_level_bpe
 __all__ = ["GgufModel", "can_dequantize", "dequantize_tensor", "read_gguf", "unpermute_rope_rows"]
 
 F32 = npt.NDArray[np.float32]
+
+_ROW_BLOCKS = 4096
+"""Quantized blocks per row handed to ``gguf.quants.dequantize`` (at most; see :func:`dequantize_tensor`)."""
 
 
 @functools.cache
@@ -54,7 +58,14 @@ def dequantize_tensor(tensor: ReaderTensor) -> F32:
     qtype = GGMLQuantizationType(tensor.tensor_type)
     if not can_dequantize(qtype):
         raise _unsupported(tensor.name, qtype)
-    values: F32 = np.asarray(quants.dequantize(tensor.data, qtype), dtype=np.float32)
+    data = tensor.data
+    shape = tuple(int(s) for s in reversed(tensor.shape.tolist()))
+    if data.dtype == np.uint8:
+        # Blocks are independent, so gguf may see the bytes as rows of up to _ROW_BLOCKS blocks:
+        # it works on groups of 16 rows, and short model rows (e.g. 18 blocks) make that 2-3x slower.
+        type_size = GGML_QUANT_SIZES[qtype][1]
+        data = data.reshape(-1, math.gcd(data.size // type_size, _ROW_BLOCKS) * type_size)
+    values: F32 = np.asarray(quants.dequantize(data, qtype), dtype=np.float32).reshape(shape)
     return values
 
 
