@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -139,6 +140,29 @@ def _expected_shapes(config: DecoderConfig, *, untied: bool) -> dict[str, tuple[
     return shapes
 
 
+def _refuse_unsupported_features(
+    reader: Any, path: str | Path, config: DecoderConfig, tensors: Mapping[str, ReaderTensor]
+) -> None:
+    """Raise ValueError for llama-architecture variants the ONNX graph would compute wrongly."""
+    scaling = _field(reader, "llama.rope.scaling.type")
+    if scaling not in (None, "none"):
+        raise ValueError(f"GGUF {path}: RoPE scaling {scaling!r} is not supported")
+    if "rope_freqs.weight" in tensors:
+        raise ValueError(
+            f"GGUF {path}: per-frequency RoPE factors (tensor 'rope_freqs.weight', as in Llama 3.1) "
+            "are not supported"
+        )
+    experts = int(_field(reader, "llama.expert_count", 0))
+    if experts:
+        raise ValueError(f"GGUF {path}: mixture-of-experts models ({experts} experts) are not supported")
+    rotary = _field(reader, "llama.rope.dimension_count")
+    if rotary is not None and int(rotary) != config.head_dim:
+        raise ValueError(
+            f"GGUF {path}: rotary embeddings over {int(rotary)} of {config.head_dim} head dimensions "
+            "are not supported (only the whole head)"
+        )
+
+
 def read_gguf(path: str | Path) -> GgufModel:
     """Read a llama-architecture GGUF file (weights dequantized to float32, Hugging Face orientation)."""
     try:
@@ -174,6 +198,7 @@ def read_gguf(path: str | Path) -> GgufModel:
         pad_token_id=None if pad_id is None else int(pad_id),
     )
     tensors = {t.name: t for t in reader.tensors}
+    _refuse_unsupported_features(reader, path, config, tensors)
     shapes = _expected_shapes(config, untied="output.weight" in tensors)
     for name, shape in shapes.items():  # refuse a bad file before dequantizing anything
         t = tensors.get(name)

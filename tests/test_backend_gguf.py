@@ -191,7 +191,14 @@ def random_blocks(tensors: dict[str, F32], qtype: Q, seed: int = 0) -> Encoded:
     return out
 
 
-def write_gguf(path: Path, t: Tiny, tensors: Encoded, *, omit: Iterable[str] = ()) -> Path:
+def write_gguf(
+    path: Path,
+    t: Tiny,
+    tensors: Encoded,
+    *,
+    omit: Iterable[str] = (),
+    more: Callable[[gguf.GGUFWriter], None] | None = None,
+) -> Path:
     cfg = t.config
     w = gguf.GGUFWriter(str(path), "llama")
     meta: dict[str, Callable[[], None]] = {
@@ -216,6 +223,8 @@ def write_gguf(path: Path, t: Tiny, tensors: Encoded, *, omit: Iterable[str] = (
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_chat_template(CHATML_TEMPLATE)
+    if more is not None:
+        more(w)
     for name, (raw, qtype) in tensors.items():
         w.add_tensor(name, raw, raw_dtype=qtype if raw.dtype == np.uint8 else None)
     w.write_header_to_file()
@@ -426,3 +435,41 @@ def test_a_file_that_is_not_gguf_is_refused_with_its_path(tmp_path: Path) -> Non
     path.write_bytes(b"GGML" + bytes(60))
     with pytest.raises(ValueError, match=r"not\.gguf"):
         read_gguf(path)
+
+
+def _rope_scaling(w: gguf.GGUFWriter) -> None:
+    w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+    w.add_rope_scaling_factor(4.0)
+
+
+def _rope_freqs(w: gguf.GGUFWriter) -> None:
+    w.add_tensor("rope_freqs.weight", np.ones(8, np.float32))
+
+
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        (_rope_scaling, "RoPE scaling 'linear' is not supported"),
+        (_rope_freqs, "per-frequency RoPE factors"),
+        (lambda w: w.add_expert_count(8), r"mixture-of-experts models \(8 experts\)"),
+        (lambda w: w.add_rope_dimension_count(8), "rotary embeddings over 8 of 16 head dimensions"),
+    ],
+    ids=["rope-scaling", "rope-freqs", "experts", "partial-rotary"],
+)
+def test_llama_variants_the_graph_cannot_compute_are_refused(
+    more: Callable[[gguf.GGUFWriter], None], message: str, tmp_path: Path
+) -> None:
+    t = tiny_llama(hidden=64, intermediate=96)
+    path = write_gguf(tmp_path / "m.gguf", t, encode(gguf_tensors(t), lambda _name: Q.F32), more=more)
+    with pytest.raises(ValueError, match=message):
+        read_gguf(path)
+
+
+def test_metadata_that_matches_the_graph_is_accepted(tmp_path: Path) -> None:
+    def more(w: gguf.GGUFWriter) -> None:
+        w.add_rope_dimension_count(16)
+        w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
+
+    t = tiny_llama(hidden=64, intermediate=96)
+    path = write_gguf(tmp_path / "m.gguf", t, encode(gguf_tensors(t), lambda _name: Q.F32), more=more)
+    assert read_gguf(path).config.head_dim == 16
