@@ -1,60 +1,73 @@
-"""Reading a llama-architecture GGUF file: dequantized weights, config, tokenizer and chat template."""
+"""Reading a llama-architecture GGUF file: dequantized weights, config, tokenizer and chat template.
+
+Weights are dequantized with ``gguf.quants.dequantize``, so every tensor type the installed ``gguf``
+package can dequantize (F32, F16, BF16, Q4_0 ... Q8_0, the K-quants Q2_K ... Q6_K, the IQ and TQ
+types, ...) converts; a tensor of any other type is refused by name before anything is dequantized.
+"""
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFReader, ReaderTensor, quants
 from tokenizers import Tokenizer
 
 from ._config import DecoderConfig
 from ._graph import DecoderWeights
 from ._tokenizer import byte_level_bpe
 
-__all__ = ["GgufModel", "dequantize", "read_gguf", "unpermute_rope_rows"]
+__all__ = ["GgufModel", "can_dequantize", "dequantize_tensor", "read_gguf", "unpermute_rope_rows"]
 
 F32 = npt.NDArray[np.float32]
 
-# ggml type ids (ggml.h): the ones this reader dequantizes
-_F32, _F16, _Q4_0, _Q4_1, _Q8_0 = 0, 1, 2, 3, 8
-_QK = 32  # weights per quantization block
+_ROW_BLOCKS = 4096
+"""Quantized blocks per row handed to ``gguf.quants.dequantize`` (at most; see :func:`dequantize_tensor`)."""
 
 
-def _f16(raw: npt.NDArray[np.uint8]) -> F32:
-    return np.ascontiguousarray(raw).view(np.float16).astype(np.float32)
+@functools.cache
+def can_dequantize(qtype: GGMLQuantizationType) -> bool:
+    """Whether the installed ``gguf`` package can dequantize tensors of type ``qtype``."""
+    _, type_size = GGML_QUANT_SIZES[qtype]
+    try:
+        quants.dequantize(np.zeros((1, type_size), np.uint8), qtype)
+    except NotImplementedError:
+        return False
+    return True
 
 
-def dequantize(data: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> F32:
-    """Dequantize one GGUF tensor to float32 with shape ``shape`` (rows first, numpy order).
+def _unsupported(name: str, qtype: GGMLQuantizationType) -> ValueError:
+    supported = ", ".join(t.name for t in GGMLQuantizationType if can_dequantize(t))
+    return ValueError(
+        f"tensor {name!r} has type {qtype.name}, which gguf {version('gguf')} cannot dequantize "
+        f"(it can: {supported})"
+    )
 
-    Supports F32, F16, Q4_0, Q4_1 and Q8_0 blocks of 32 weights: Q4_1 stores per block an fp16
-    scale ``d``, an fp16 minimum ``m`` and 16 bytes whose low nibbles are weights 0..15 and high
-    nibbles weights 16..31 (``w = q * d + m``); Q4_0 is ``(q - 8) * d``; Q8_0 is ``int8 * d``.
+
+def dequantize_tensor(tensor: ReaderTensor) -> F32:
+    """The float32 values of a tensor read by ``gguf.GGUFReader`` (numpy order: rows first).
+
+    Uses ``gguf.quants.dequantize``; raises ValueError naming the tensor if its type is not supported.
     """
-    if ggml_type == _F32:
-        return np.asarray(data, dtype=np.float32).reshape(shape)
-    if ggml_type == _F16:
-        return np.asarray(data).view(np.float16).astype(np.float32).reshape(shape)
-    raw = np.asarray(data, dtype=np.uint8).reshape(-1)
-    if ggml_type == _Q8_0:
-        blocks = raw.reshape(-1, 2 + _QK)
-        d = _f16(blocks[:, :2])
-        q = blocks[:, 2:].view(np.int8).astype(np.float32)
-        return (q * d).reshape(shape)
-    if ggml_type in (_Q4_0, _Q4_1):
-        header = 4 if ggml_type == _Q4_1 else 2
-        blocks = raw.reshape(-1, header + _QK // 2)
-        d = _f16(blocks[:, :2])
-        qs = blocks[:, header:]
-        q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32)
-        if ggml_type == _Q4_1:
-            m = _f16(blocks[:, 2:4])
-            return (q * d + m).reshape(shape)
-        return ((q - 8.0) * d).reshape(shape)
-    raise ValueError(f"GGUF: tensor type {ggml_type} is not supported (F32, F16, Q4_0, Q4_1, Q8_0 are)")
+    qtype = GGMLQuantizationType(tensor.tensor_type)
+    if not can_dequantize(qtype):
+        raise _unsupported(tensor.name, qtype)
+    data = tensor.data
+    shape = tuple(int(s) for s in reversed(tensor.shape.tolist()))
+    if data.dtype == np.uint8:
+        # Blocks are independent, so gguf may see the bytes as rows of up to _ROW_BLOCKS blocks:
+        # it works on groups of 16 rows, and short model rows (e.g. 18 blocks) make that 2-3x slower.
+        type_size = GGML_QUANT_SIZES[qtype][1]
+        data = data.reshape(-1, math.gcd(data.size // type_size, _ROW_BLOCKS) * type_size)
+    values: F32 = np.asarray(quants.dequantize(data, qtype), dtype=np.float32).reshape(shape)
+    return values
 
 
 def unpermute_rope_rows(weight: F32, n_heads: int) -> F32:
@@ -92,19 +105,76 @@ def _field(reader: Any, key: str, default: Any = None) -> Any:
     return field.contents()
 
 
+def _required(reader: Any, path: str | Path, key: str) -> Any:
+    value = _field(reader, key)
+    if value is None:
+        raise ValueError(f"GGUF {path}: metadata key {key!r} is missing")
+    return value
+
+
+def _expected_shapes(config: DecoderConfig, *, untied: bool) -> dict[str, tuple[int, ...]]:
+    """The tensors :func:`read_gguf` uses and their shapes (numpy order) implied by ``config``."""
+    hidden, inter, hd = config.hidden_size, config.intermediate_size, config.head_dim
+    q_rows, kv_rows = config.num_heads * hd, config.num_kv_heads * hd
+    shapes: dict[str, tuple[int, ...]] = {
+        "token_embd.weight": (config.vocab_size, hidden),
+        "output_norm.weight": (hidden,),
+    }
+    if untied:
+        shapes["output.weight"] = (config.vocab_size, hidden)
+    for i in range(config.num_layers):
+        p = f"blk.{i}"
+        shapes.update(
+            {
+                f"{p}.attn_norm.weight": (hidden,),
+                f"{p}.attn_q.weight": (q_rows, hidden),
+                f"{p}.attn_k.weight": (kv_rows, hidden),
+                f"{p}.attn_v.weight": (kv_rows, hidden),
+                f"{p}.attn_output.weight": (hidden, q_rows),
+                f"{p}.ffn_norm.weight": (hidden,),
+                f"{p}.ffn_gate.weight": (inter, hidden),
+                f"{p}.ffn_up.weight": (inter, hidden),
+                f"{p}.ffn_down.weight": (hidden, inter),
+            }
+        )
+    return shapes
+
+
+def _refuse_unsupported_features(
+    reader: Any, path: str | Path, config: DecoderConfig, tensors: Mapping[str, ReaderTensor]
+) -> None:
+    """Raise ValueError for llama-architecture variants the ONNX graph would compute wrongly."""
+    scaling = _field(reader, "llama.rope.scaling.type")
+    if scaling not in (None, "none"):
+        raise ValueError(f"GGUF {path}: RoPE scaling {scaling!r} is not supported")
+    if "rope_freqs.weight" in tensors:
+        raise ValueError(
+            f"GGUF {path}: per-frequency RoPE factors (tensor 'rope_freqs.weight', as in Llama 3.1) "
+            "are not supported"
+        )
+    experts = int(_field(reader, "llama.expert_count", 0))
+    if experts:
+        raise ValueError(f"GGUF {path}: mixture-of-experts models ({experts} experts) are not supported")
+    rotary = _field(reader, "llama.rope.dimension_count")
+    if rotary is not None and int(rotary) != config.head_dim:
+        raise ValueError(
+            f"GGUF {path}: rotary embeddings over {int(rotary)} of {config.head_dim} head dimensions "
+            "are not supported (only the whole head)"
+        )
+
+
 def read_gguf(path: str | Path) -> GgufModel:
     """Read a llama-architecture GGUF file (weights dequantized to float32, Hugging Face orientation)."""
     try:
-        from gguf import GGUFReader
-    except ImportError as exc:  # pragma: no cover - gguf is a dependency
-        raise RuntimeError("reading GGUF files needs the 'gguf' package") from exc
-    reader = GGUFReader(str(path))
+        reader = GGUFReader(str(path))
+    except ValueError as exc:  # e.g. a tensor type newer than the installed gguf package
+        raise ValueError(f"GGUF {path}: gguf {version('gguf')} cannot read it: {exc}") from exc
     arch = _field(reader, "general.architecture")
     if arch != "llama":
         raise ValueError(f"GGUF {path}: architecture {arch!r} is not supported (only 'llama')")
-    n_heads = int(_field(reader, "llama.attention.head_count"))
+    n_heads = int(_required(reader, path, "llama.attention.head_count"))
     n_kv = int(_field(reader, "llama.attention.head_count_kv", n_heads))
-    tokens: list[str] = list(_field(reader, "tokenizer.ggml.tokens"))
+    tokens: list[str] = list(_required(reader, path, "tokenizer.ggml.tokens"))
     merges: list[str] = list(_field(reader, "tokenizer.ggml.merges", []))
     types: list[int] = list(_field(reader, "tokenizer.ggml.token_type", [1] * len(tokens)))
     if _field(reader, "tokenizer.ggml.model") != "gpt2":
@@ -114,9 +184,9 @@ def read_gguf(path: str | Path) -> GgufModel:
     pad_id = _field(reader, "tokenizer.ggml.padding_token_id")
     config = DecoderConfig(
         vocab_size=int(_field(reader, "llama.vocab_size", len(tokens))),
-        hidden_size=int(_field(reader, "llama.embedding_length")),
-        intermediate_size=int(_field(reader, "llama.feed_forward_length")),
-        num_layers=int(_field(reader, "llama.block_count")),
+        hidden_size=int(_required(reader, path, "llama.embedding_length")),
+        intermediate_size=int(_required(reader, path, "llama.feed_forward_length")),
+        num_layers=int(_required(reader, path, "llama.block_count")),
         num_heads=n_heads,
         num_kv_heads=n_kv,
         max_position_embeddings=int(_field(reader, "llama.context_length", 2048)),
@@ -128,13 +198,21 @@ def read_gguf(path: str | Path) -> GgufModel:
         pad_token_id=None if pad_id is None else int(pad_id),
     )
     tensors = {t.name: t for t in reader.tensors}
-
-    def get(name: str) -> F32:
+    _refuse_unsupported_features(reader, path, config, tensors)
+    shapes = _expected_shapes(config, untied="output.weight" in tensors)
+    for name, shape in shapes.items():  # refuse a bad file before dequantizing anything
         t = tensors.get(name)
         if t is None:
             raise ValueError(f"GGUF {path}: tensor {name!r} is missing")
-        shape = tuple(int(s) for s in reversed(t.shape.tolist()))
-        return dequantize(t.data, int(t.tensor_type), shape)
+        got = tuple(int(s) for s in reversed(t.shape.tolist()))
+        if got != shape:
+            raise ValueError(f"GGUF {path}: tensor {name!r} has shape {got}, the metadata implies {shape}")
+        qtype = GGMLQuantizationType(t.tensor_type)
+        if not can_dequantize(qtype):
+            raise ValueError(f"GGUF {path}: {_unsupported(name, qtype)}")
+
+    def get(name: str) -> F32:
+        return dequantize_tensor(tensors[name])
 
     layers = []
     for i in range(config.num_layers):
