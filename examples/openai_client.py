@@ -1,8 +1,13 @@
 """Stream from any OpenAI-compatible server through rxstream operators, from asyncio.
 
     rxstream serve --port 8000 &                     # or vLLM, TGI, llama.cpp server...
-    python examples/openai_client.py "Name three rivers." --base-url http://127.0.0.1:8000/v1
-    python examples/openai_client.py "Name three rivers." --demo   # in-process server, tiny model
+    python examples/openai_client.py "What is the capital of France?" --base-url http://127.0.0.1:8000/v1
+    python examples/openai_client.py "List three facts about Paris, one per line." --demo --stop "\n3."
+
+``--demo`` starts an in-process server over the default model (SmolLM2-135M-Instruct, downloaded
+and converted on first use); ``--demo --tiny`` uses a random-weight test model instead, whose
+answers are gibberish by design. ``--stop`` understands backslash escapes (``\n``), as
+``rxstream chat --stop`` does.
 
 The remote text deltas go through ``replace`` and ``stop`` on the client side (the same operators
 that run on local models), then into an ``async for`` loop via :func:`rxstream.aio.to_async_iterable`;
@@ -26,15 +31,24 @@ from rxstream.operators import replace, stop
 
 
 @contextlib.contextmanager
-def demo_server() -> Iterator[str]:
-    """An in-process ``rxstream serve`` over the tiny random-weight model (its answers are gibberish)."""
+def demo_server(tiny: bool) -> Iterator[str]:
+    """An in-process ``rxstream serve`` over the default model, or the tiny random-weight one."""
     from rxstream.backends import OnnxModel, build_tiny_model
     from rxstream.server import create_app, run_in_thread
 
     with tempfile.TemporaryDirectory() as tmp:
-        model = OnnxModel.load(build_tiny_model(tmp), provider="cpu")
-        with run_in_thread(create_app(model, model_name="tiny")) as url:
+        if tiny:
+            print("[demo: a RANDOM-WEIGHT test model; its answers are gibberish by design]", file=sys.stderr)
+            model = OnnxModel.load(build_tiny_model(tmp), provider="cpu")
+        else:
+            model = OnnxModel.from_pretrained("smollm2", progress=True)
+        with run_in_thread(create_app(model, model_name="demo")) as url:
             yield f"{url}/v1"
+
+
+def unescape(text: str) -> str:
+    """Backslash escapes in a command-line value (``\\n`` -> newline); other text as is."""
+    return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
 
 
 async def ask(base_url: str, question: str, max_tokens: int, stops: list[str]) -> None:
@@ -54,12 +68,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("question")
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
-    parser.add_argument("--demo", action="store_true", help="start an in-process server with the tiny model")
+    parser.add_argument("--demo", action="store_true", help="start an in-process server with the default model")
+    parser.add_argument("--tiny", action="store_true", help="with --demo: a random-weight test model instead")
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable; \\n works)")
     args = parser.parse_args()
-    with demo_server() if args.demo else contextlib.nullcontext(args.base_url) as base_url:
-        asyncio.run(ask(base_url, args.question, args.max_tokens, args.stop))
+    stops = [unescape(s) for s in args.stop]
+    with demo_server(args.tiny) if args.demo else contextlib.nullcontext(args.base_url) as base_url:
+        asyncio.run(ask(base_url, args.question, args.max_tokens, stops))
     return 0
 
 
