@@ -68,7 +68,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("question")
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
-    parser.add_argument("--demo", action="store_true", help="start an in-process server with the default model")
+    parser.add_argument(
+        "--demo", action="store_true", help="start an in-process server with the default model"
+    )
     parser.add_argument("--tiny", action="store_true", help="with --demo: a random-weight test model instead")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable; \\n works)")

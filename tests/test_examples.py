@@ -23,16 +23,33 @@ ROOT = Path(__file__).resolve().parent.parent
     ids=lambda a: a[0],
 )
 def test_example_runs(args: list[str]) -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / args[0]), *args[1:]], capture_output=True,
-                          text=True, timeout=600, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / args[0]), *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip()
 
 
 def test_marble_example_is_a_passing_test_file() -> None:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(ROOT / "examples" / "marble_testing.py")],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(ROOT / "examples" / "marble_testing.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 passed" in proc.stdout
 
