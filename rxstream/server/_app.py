@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 from reactivex.scheduler import ThreadPoolScheduler
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
+from .._generative_model import GenerativeModel
 from ._handlers import Handlers
 from ._hosts import HostGuard, parse_allowed_hosts
 from ._limits import ServerLimits
@@ -21,14 +21,20 @@ from ._stats import ServerStats
 __all__ = ["create_app"]
 
 
+_MEMBERS = ("tokenizer", "encode", "encode_chat", "generate")
+"""What the server uses of a model (see :class:`~rxstream.GenerativeModel`; ``context_length``,
+``eos_token_ids``, ``provider`` and ``default_sampling`` are used when present)."""
+
+
 def create_app(
-    model: Any,
+    model: GenerativeModel,
     *,
     model_name: str = "rxstream",
     limits: ServerLimits | None = None,
     allowed_hosts: Sequence[str] = (),
 ) -> Starlette:
-    """The ASGI application serving ``model`` (an :class:`~rxstream.backends.OnnxModel` or alike).
+    """The ASGI application serving ``model``: an :class:`~rxstream.backends.OnnxModel`, or any
+    :class:`~rxstream.GenerativeModel` (a user's own backend, a replayed recording).
 
     Requests whose ``Host`` header is neither an IP address, ``localhost``, nor one of
     ``allowed_hosts`` get a 400 (a guard against DNS rebinding).
@@ -39,6 +45,12 @@ def create_app(
     ``limits.max_concurrency`` threads owned by the app). ``app.state.stats`` is
     the :class:`~rxstream.server.ServerStats` of the app.
     """
+    missing = [name for name in _MEMBERS if not hasattr(model, name)]
+    if missing:
+        raise TypeError(
+            f"create_app: the model lacks {', '.join(missing)} (see rxstream.GenerativeModel for what "
+            "a served model provides)"
+        )
     limits = limits if limits is not None else ServerLimits()
     scheduler = ThreadPoolScheduler(max_workers=limits.max_concurrency)
     state = ServerState(model, model_name, limits, ServerStats(), context_length(model), scheduler)

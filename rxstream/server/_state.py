@@ -10,6 +10,7 @@ from typing import Any
 from reactivex.scheduler import ThreadPoolScheduler
 from reactivex.subject import ReplaySubject
 
+from .._generative_model import GenerativeModel
 from ._limits import ServerLimits
 from ._stats import ServerStats
 
@@ -32,7 +33,7 @@ class ServerState:
             (a replay subject: a generation that starts later ends at once).
     """
 
-    model: Any
+    model: GenerativeModel
     model_name: str
     limits: ServerLimits
     stats: ServerStats
@@ -60,7 +61,7 @@ class ServerState:
 
 def context_length(model: Any) -> int | None:
     """The model's context length in tokens, from the attributes models commonly have."""
-    for path in (("max_length",), ("config", "max_position_embeddings"), ("context_length",)):
+    for path in (("context_length",), ("max_length",), ("config", "max_position_embeddings")):
         obj: Any = model
         for name in path:
             obj = getattr(obj, name, None)
