@@ -168,3 +168,74 @@ def test_serialize_stops_after_terminal_and_on_dispose() -> None:
     sub.dispose()
     subject.on_next("b")
     assert got == ["a"] and not done
+
+
+def test_serialize_after_a_subscriber_exception_stops_and_disposes_upstream() -> None:
+    """A raising subscriber must not wedge serialize: later items from any thread are neither
+    delivered nor queued, the upstream is disposed, and the exception reaches the delivering
+    thread (as through reactivex's own operators)."""
+    subject: Subject[int] = Subject()
+    got: list[int] = []
+    completed: list[bool] = []
+    raised: list[BaseException] = []
+
+    def on_next(v: int) -> None:
+        got.append(v)
+        if v == 3:
+            raise RuntimeError("subscriber failed")
+
+    subject.pipe(serialize()).subscribe(on_next, on_completed=lambda: completed.append(True))
+    assert len(subject.observers) == 1
+
+    def produce(values: range) -> None:
+        for v in values:
+            try:
+                subject.on_next(v)
+            except RuntimeError as exc:
+                raised.append(exc)
+
+    produce(range(5))  # the subscriber raises at 3
+    assert got == [0, 1, 2, 3]
+    assert [str(e) for e in raised] == ["subscriber failed"]
+    assert subject.observers == []  # upstream disposed: nothing more can be queued
+    threads = [threading.Thread(target=produce, args=(range(1000),)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    threading.Thread(target=subject.on_completed).start()
+    assert got == [0, 1, 2, 3] and not completed and len(raised) == 1
+
+
+def test_serialize_subscriber_exception_while_other_threads_queue() -> None:
+    """Threads queue items while the delivering thread's subscriber raises: the queued items are
+    discarded, nothing is delivered afterwards, and every producer thread finishes."""
+    subject: Subject[int] = Subject()
+    got: list[int] = []
+    entered = threading.Event()
+    release = threading.Event()
+
+    def on_next(v: int) -> None:
+        got.append(v)
+        if v == 0:
+            entered.set()
+            release.wait(10)  # other threads queue behind this delivery
+            raise RuntimeError("subscriber failed")
+
+    subject.pipe(serialize()).subscribe(on_next)
+    first = threading.Thread(target=lambda: pytest.raises(RuntimeError, subject.on_next, 0))
+    first.start()
+    assert entered.wait(10)
+    others = [threading.Thread(target=lambda k=k: [subject.on_next(1 + k * 100 + i) for i in range(100)])
+              for k in range(4)]
+    for t in others:
+        t.start()
+    for t in others:
+        t.join(10)
+    release.set()
+    first.join(10)
+    assert not first.is_alive() and not any(t.is_alive() for t in others)
+    assert got == [0]
+    assert subject.observers == []
+    subject.on_next(999)
+    assert got == [0]
