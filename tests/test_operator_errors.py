@@ -223,7 +223,15 @@ def test_serialize_subscriber_exception_while_other_threads_queue() -> None:
             raise RuntimeError("subscriber failed")
 
     subject.pipe(serialize()).subscribe(on_next)
-    first = threading.Thread(target=lambda: pytest.raises(RuntimeError, subject.on_next, 0))
+    raised: list[BaseException] = []
+
+    def deliver_first() -> None:
+        try:
+            subject.on_next(0)
+        except RuntimeError as exc:
+            raised.append(exc)
+
+    first = threading.Thread(target=deliver_first)
     first.start()
     assert entered.wait(10)
     others = [threading.Thread(target=lambda k=k: [subject.on_next(1 + k * 100 + i) for i in range(100)])
@@ -235,7 +243,7 @@ def test_serialize_subscriber_exception_while_other_threads_queue() -> None:
     release.set()
     first.join(10)
     assert not first.is_alive() and not any(t.is_alive() for t in others)
-    assert got == [0]
+    assert got == [0] and len(raised) == 1
     assert subject.observers == []
     subject.on_next(999)
     assert got == [0]
