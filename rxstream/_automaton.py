@@ -15,6 +15,10 @@ that can start a pattern with one compiled character-class search (C speed). Whe
 fails, the scan restarts one character after its start (leftmost-longest semantics require it),
 so a character can be looked at again at most ``max_len`` times -- a bound set by the patterns'
 length, never by their number.
+
+``stop`` needs no restart (it ends at its first match), so it uses :class:`StopScanner`: the same
+trie with Aho-Corasick failure links, one step per character (amortised) whatever the patterns'
+number or length, in both ``include_stop`` modes.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-__all__ = ["PatternTrie", "Scanner"]
+__all__ = ["PatternTrie", "Scanner", "StopScanner"]
 
 
 class PatternTrie:
@@ -36,7 +40,7 @@ class PatternTrie:
         max_len: the length of the longest pattern.
     """
 
-    __slots__ = ("children", "leaf", "max_len", "patterns", "skip", "terminal")
+    __slots__ = ("_links", "children", "leaf", "max_len", "patterns", "skip", "terminal")
 
     def __init__(self, patterns: Sequence[str]) -> None:
         self.patterns: tuple[str, ...] = tuple(patterns)
@@ -68,6 +72,13 @@ class PatternTrie:
             self.skip = re.compile("[" + "".join(_class_escape(c) for c in first) + "]").search
         else:
             self.skip = _never
+        self._links: _Links | None = None
+
+    def links(self) -> _Links:
+        """The Aho-Corasick links of this trie (built on first use, in time linear in its size)."""
+        if self._links is None:
+            self._links = _Links(self)
+        return self._links
 
     def is_open(self, text: str) -> bool:
         """True when ``text`` is a non-empty proper prefix of some pattern."""
@@ -78,6 +89,169 @@ class PatternTrie:
                 return False
             node = nxt
         return bool(text) and not self.leaf[node]
+
+
+class _Links:
+    """Aho-Corasick links over a :class:`PatternTrie`, for :class:`StopScanner`.
+
+    Attributes:
+        fail: per node, the node of its longest proper suffix that is also a node (root: 0).
+        match: per node, the pattern index of the longest pattern that is a suffix of the node's
+            text (the earliest-starting match ending here), or -1.
+        open: per node, the length of the longest suffix of the node's text that is a non-empty
+            proper prefix of a pattern (a node with children), or 0.
+        length: per pattern index, its length.
+    """
+
+    __slots__ = ("fail", "length", "match", "open")
+
+    def __init__(self, trie: PatternTrie) -> None:
+        children = trie.children
+        size = len(children)
+        fail = [0] * size
+        depth = [0] * size
+        match = [-1] * size
+        opened = [0] * size
+        order: list[int] = []
+        queue = list(children[0].values())
+        for node in queue:
+            depth[node] = 1
+        head = 0
+        while head < len(queue):  # breadth-first: a node's fail link is shallower than the node
+            node = queue[head]
+            head += 1
+            order.append(node)
+            for ch, nxt in children[node].items():
+                depth[nxt] = depth[node] + 1
+                f = fail[node]
+                while True:
+                    target = children[f].get(ch)
+                    if target is not None and target != nxt:
+                        fail[nxt] = target
+                        break
+                    if f == 0:
+                        fail[nxt] = 0
+                        break
+                    f = fail[f]
+                queue.append(nxt)
+        for node in order:
+            t = trie.terminal[node]
+            match[node] = t if t >= 0 else match[fail[node]]
+            opened[node] = depth[node] if children[node] else opened[fail[node]]
+        self.fail = fail
+        self.match = match
+        self.open = opened
+        self.length = [len(p) for p in trie.patterns]
+
+
+class StopScanner:
+    """Finds the earliest-starting (then longest) pattern in a stream, in O(1) per character.
+
+    An Aho-Corasick scan: each character follows one trie edge (or failure links, amortised
+    O(1)), whatever the number or length of the patterns; outside a partial match it jumps to
+    the next character that can start a pattern with one compiled search. The scanner keeps no
+    text. After every character it knows:
+
+    - :attr:`best`: the earliest-starting complete match so far, the longest one starting
+      there (``(start, pattern_index)``, absolute positions), among matches that end after
+      :attr:`protect`;
+    - :attr:`open_start`: the first position whose remaining text is a non-empty proper prefix
+      of a pattern (:attr:`pos` if none).
+
+    The match is decided (:attr:`match` set, and nothing more is consumed) as soon as a best
+    match exists and no position at or before its start is open, or at ``final``.
+
+    Attributes:
+        pos: how many characters were consumed.
+        protect: matches that end at or before this absolute position are ignored.
+        steps: trie edges followed (a work counter; failure-link hops included).
+    """
+
+    __slots__ = ("_length", "_node", "best", "match", "pos", "protect", "steps", "trie")
+
+    def __init__(self, trie: PatternTrie, *, protect: int = 0) -> None:
+        self.trie = trie
+        self._length = trie.links().length
+        self.protect = protect
+        self.pos = 0
+        self.steps = 0
+        self.best: tuple[int, int] | None = None
+        self.match: tuple[int, int] | None = None
+        self._node = 0
+
+    @property
+    def open_start(self) -> int:
+        """The first open position (see the class docstring), or :attr:`pos`."""
+        return self.pos - self.trie.links().open[self._node]
+
+    def best_end(self) -> int | None:
+        """Where the best match so far ends, or None."""
+        best = self.best
+        return None if best is None else best[0] + self._length[best[1]]
+
+    def feed(self, chunk: str, final: bool = False) -> None:
+        """Consume ``chunk`` (up to the decided match); with ``final``, decide at the end."""
+        if self.match is not None:
+            return
+        trie = self.trie
+        links = trie.links()
+        children = trie.children
+        fail = links.fail
+        match = links.match
+        opened = links.open
+        length = self._length
+        skip = trie.skip
+        node = self._node
+        base = self.pos
+        protect = self.protect
+        best = self.best
+        best_start = best[0] if best is not None else -1
+        steps = 0
+        n = len(chunk)
+        i = 0
+        while i < n:
+            if node == 0:
+                m = skip(chunk, i)
+                if m is None:
+                    i = n
+                    break
+                i = m.start()
+            ch = chunk[i]
+            i += 1
+            while True:
+                steps += 1
+                nxt = children[node].get(ch)
+                if nxt is not None:
+                    node = nxt
+                    break
+                if node == 0:
+                    break
+                node = fail[node]
+            t = match[node]
+            end = base + i
+            if t >= 0 and end > protect:
+                start = end - length[t]
+                if best is None or start <= best_start:
+                    best = (start, t)
+                    best_start = start
+            if best is not None:
+                od = opened[node]
+                if od == 0 or end - od > best_start:
+                    self.match = best
+                    break
+        self.steps += steps
+        self.pos = base + i
+        self._node = node
+        self.best = best
+        if final and self.match is None and best is not None:
+            self.match = best
+
+    def reset(self) -> None:
+        """Forget all state."""
+        self.pos = 0
+        self.best = None
+        self.match = None
+        self._node = 0
 
 
 def _never(text: str, pos: int = 0) -> None:
