@@ -247,3 +247,47 @@ def test_serialize_subscriber_exception_while_other_threads_queue() -> None:
     assert subject.observers == []
     subject.on_next(999)
     assert got == [0]
+
+
+SUBSCRIBER_CASES = [
+    (lambda: deltas(), ["a", "ab", "abc"]),
+    (lambda: snapshots(), ["a", "b", "c"]),
+    (lambda: replace({"<x>": "X"}), ["a", "b", "c"]),
+    (lambda: hold_back("<x>"), ["a", "b", "c"]),
+    (lambda: stop("<end>"), ["a", "b", "c"]),
+    (lambda: max_tokens(10), [1, 2, 3]),
+    (lambda: stop_on_tokens(99), [1, 2, 3]),
+]
+
+
+@pytest.mark.parametrize(("make", "items"), SUBSCRIBER_CASES)
+def test_subscriber_exception_stops_the_operator_and_disposes_upstream(make: Any, items: list[Any]) -> None:
+    """A subscriber whose on_next raises (and that has no on_error, so reactivex re-raises):
+    the operator delivers nothing more and disposes its upstream, even though routing the error
+    to the subscriber raised again; it never keeps the upstream running into a dead stream."""
+    subject: Subject[Any] = Subject()
+    got: list[Any] = []
+
+    def on_next(v: Any) -> None:
+        got.append(v)
+        raise RuntimeError("subscriber failed")
+
+    subject.pipe(make()).subscribe(on_next)
+    with pytest.raises(RuntimeError, match="subscriber failed"):
+        subject.on_next(items[0])
+    assert subject.observers == []
+    for v in items[1:]:
+        subject.on_next(v)
+    assert len(got) == 1
+
+
+def test_stop_disposes_upstream_even_if_the_subscribers_on_completed_raises() -> None:
+    subject: Subject[str] = Subject()
+
+    def on_completed() -> None:
+        raise RuntimeError("subscriber failed")
+
+    subject.pipe(stop("<end>")).subscribe(lambda v: None, lambda e: None, on_completed)
+    with pytest.raises(RuntimeError, match="subscriber failed"):
+        subject.on_next("a<end>")
+    assert subject.observers == []  # the generator upstream is cancelled all the same
