@@ -164,25 +164,26 @@ class StopScanner:
     Attributes:
         pos: how many characters were consumed.
         protect: matches that end at or before this absolute position are ignored.
-        steps: trie edges followed (a work counter; failure-link hops included).
     """
 
-    __slots__ = ("_length", "_node", "best", "match", "pos", "protect", "steps", "trie")
+    __slots__ = ("_length", "_open", "_skip", "best", "match", "node", "pos", "protect", "trie")
 
     def __init__(self, trie: PatternTrie, *, protect: int = 0) -> None:
         self.trie = trie
         self._length = trie.links().length
+        self._open = trie.links().open
+        self._skip = trie.skip
         self.protect = protect
         self.pos = 0
-        self.steps = 0
         self.best: tuple[int, int] | None = None
         self.match: tuple[int, int] | None = None
-        self._node = 0
+        self.node = 0
+        """The automaton state (0, the root, when no position is open and no match pending)."""
 
     @property
     def open_start(self) -> int:
         """The first open position (see the class docstring), or :attr:`pos`."""
-        return self.pos - self.trie.links().open[self._node]
+        return self.pos - self._open[self.node]
 
     def best_end(self) -> int | None:
         """Where the best match so far ends, or None."""
@@ -193,6 +194,12 @@ class StopScanner:
         """Consume ``chunk`` (up to the decided match); with ``final``, decide at the end."""
         if self.match is not None:
             return
+        node = self.node
+        if node == 0 and self._skip(chunk, 0) is None:
+            self.pos += len(chunk)  # no character can start a pattern: nothing to follow
+            if final and self.best is not None:
+                self.match = self.best
+            return
         trie = self.trie
         links = trie.links()
         children = trie.children
@@ -201,12 +208,10 @@ class StopScanner:
         opened = links.open
         length = self._length
         skip = trie.skip
-        node = self._node
         base = self.pos
         protect = self.protect
         best = self.best
         best_start = best[0] if best is not None else -1
-        steps = 0
         n = len(chunk)
         i = 0
         while i < n:
@@ -218,30 +223,26 @@ class StopScanner:
                 i = m.start()
             ch = chunk[i]
             i += 1
-            while True:
-                steps += 1
-                nxt = children[node].get(ch)
-                if nxt is not None:
-                    node = nxt
-                    break
-                if node == 0:
-                    break
+            nxt = children[node].get(ch)
+            while nxt is None and node:
                 node = fail[node]
+                nxt = children[node].get(ch)
+            node = nxt or 0
             t = match[node]
-            end = base + i
-            if t >= 0 and end > protect:
-                start = end - length[t]
-                if best is None or start <= best_start:
-                    best = (start, t)
-                    best_start = start
+            if t >= 0:
+                end = base + i
+                if end > protect:
+                    start = end - length[t]
+                    if best is None or start <= best_start:
+                        best = (start, t)
+                        best_start = start
             if best is not None:
                 od = opened[node]
-                if od == 0 or end - od > best_start:
+                if od == 0 or base + i - od > best_start:
                     self.match = best
                     break
-        self.steps += steps
         self.pos = base + i
-        self._node = node
+        self.node = node
         self.best = best
         if final and self.match is None and best is not None:
             self.match = best
@@ -251,7 +252,7 @@ class StopScanner:
         self.pos = 0
         self.best = None
         self.match = None
-        self._node = 0
+        self.node = 0
 
 
 def _never(text: str, pos: int = 0) -> None:

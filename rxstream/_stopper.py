@@ -92,11 +92,6 @@ class StopMatcher:
         """True when some stream text is held (cheaper than ``bool(held)``)."""
         return self._held_len > 0
 
-    @property
-    def steps(self) -> int:
-        """Automaton steps taken so far (a work counter: at most a small constant per character)."""
-        return self._scanner.steps
-
     def feed(self, text: str) -> str:
         """Consume ``text``; return what may be shown now ("" once stopped)."""
         sc = self._scanner
@@ -107,6 +102,10 @@ class StopMatcher:
             sc.protect = sc.pos + len(text)
         before = sc.pos
         sc.feed(text)
+        if not self._held_len and sc.node == 0 and sc.match is None:
+            # Common case: nothing held before, nothing open or matched now: all of it goes out.
+            self._emitted = sc.pos
+            return text
         consumed = sc.pos - before
         if consumed:
             self._buf.append(text if consumed == len(text) else text[:consumed])
