@@ -1,24 +1,23 @@
 """The multi-pattern automaton shared by ``replace``, ``hold_back`` and ``stop``.
 
-One trie over all patterns plus a resumable leftmost-longest scanner.
+One trie over all patterns, with Aho-Corasick failure links, and two resumable scanners:
+:class:`StopScanner` (earliest-starting, then longest, match: ``stop``) and
+:class:`ReplaceScanner` (leftmost-longest, non-overlapping replacement: ``replace``,
+``hold_back``).
 
 Why our own automaton rather than a library: the maintained PyPI automata (``pyahocorasick``,
 ``ahocorasick-rs``) search a *whole* string; neither exposes the state between two calls, so a
 pattern split across chunks ("<" "N" "L>") cannot be matched without rescanning, and neither can
 say which suffix of the text is still the start of a pattern -- the one fact earliest emission
-needs. The scanner below keeps exactly that state: the held text (the first open position
-onwards), its trie node, and the longest pattern completed there so far.
+needs. The scanners below keep exactly that state: the automaton node (whose longest suffix that
+can still grow gives the first open position) and the earliest, longest match completed so far.
 
-Cost per character does not grow with the number of patterns: the scanner follows one trie edge
-(a dict lookup) per character, and outside a partial match it jumps ahead to the next character
-that can start a pattern with one compiled character-class search (C speed). When a partial match
-fails, the scan restarts one character after its start (leftmost-longest semantics require it),
-so a character can be looked at again at most ``max_len`` times -- a bound set by the patterns'
-length, never by their number.
-
-``stop`` needs no restart (it ends at its first match), so it uses :class:`StopScanner`: the same
-trie with Aho-Corasick failure links, one step per character (amortised) whatever the patterns'
-number or length, in both ``include_stop`` modes.
+Cost per character grows with neither the number nor the length of the patterns: a scanner
+follows one trie edge per character (failure links included, amortised), and outside a partial
+match it jumps ahead to the next character that can start a pattern with one compiled
+character-class search (C speed). A failed partial match is never rescanned. The only rescan is
+after a replacement decided while a longer pattern was still possible: the text after the match
+(shorter than the longest pattern) is scanned again, once per match.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-__all__ = ["PatternTrie", "Scanner", "StopScanner"]
+__all__ = ["PatternTrie", "ReplaceScanner", "StopScanner"]
 
 
 class PatternTrie:
@@ -263,137 +262,118 @@ def _class_escape(ch: str) -> str:
     return "\\" + ch if ch in "\\]^-[" else ch
 
 
-class Scanner:
-    """Resumable leftmost-longest scan over a stream of text (SEMANTICS §2 and §3).
+class ReplaceScanner:
+    """Resumable leftmost-longest replacement over a stream of text (SEMANTICS §2).
 
-    ``feed`` consumes text and returns the output for everything that is resolved: literal text
-    and, for each match, ``outputs[pattern_index]``. Text from the first *open* position (a
-    position whose remaining text is a proper prefix of a pattern) is held until it resolves.
-
-    With ``halt=True`` the scan stops at the first match: :attr:`match` becomes
-    ``(start, pattern_index)`` (absolute input positions), the output covers the text before
-    the match plus ``outputs[pattern_index]``, and nothing more is consumed.
+    The Aho-Corasick scan of :class:`StopScanner`, resumed after each match: ``feed`` returns the
+    output for everything resolved (literal text and, per match, ``outputs[pattern_index]``) and
+    holds the text from the first open position the batch scan visits. A failed partial match
+    costs nothing extra (failure links); only when a match is decided while a longer pattern was
+    still possible is the text after it (less than the longest pattern) scanned again from the
+    root -- so the work is O(characters + matches x longest pattern), and a match consumes at
+    least one character.
 
     Attributes:
-        resolved: absolute input position up to which the input is resolved (the start of the
-            held text).
-        match: ``(start, pattern_index)`` of the first match in ``halt`` mode, else None.
-        protect: matches that end at or before this absolute position are ignored (text that
-            was already there, such as a prompt).
+        held: the input text held (from :attr:`resolved` on).
+        resolved: how many input characters are resolved.
     """
 
-    __slots__ = (
-        "_best",
-        "_best_len",
-        "_node",
-        "halt",
-        "held",
-        "match",
-        "outputs",
-        "protect",
-        "resolved",
-        "trie",
-    )
+    __slots__ = ("_best", "_node", "held", "outputs", "resolved", "trie")
 
-    def __init__(self, trie: PatternTrie, outputs: Sequence[str], *, halt: bool = False,
-                 protect: int = 0) -> None:
+    def __init__(self, trie: PatternTrie, outputs: Sequence[str]) -> None:
         if len(outputs) != len(trie.patterns):
             raise ValueError("one output per pattern is required")
         self.trie = trie
         self.outputs = tuple(outputs)
-        self.halt = halt
-        self.protect = protect
+        trie.links()
         self.held = ""
         self.resolved = 0
-        self.match: tuple[int, int] | None = None
         self._node = 0
-        self._best = -1
-        self._best_len = 0
+        self._best: tuple[int, int] | None = None  # (start relative to resolved, pattern index)
 
     def feed(self, chunk: str, final: bool = False) -> str:
         """Consume ``chunk``; with ``final`` resolve the held text too. Return the new output."""
-        if self.match is not None:
-            return ""
         held = self.held
+        node = self._node
+        trie = self.trie
+        if not final and node == 0 and trie.skip(chunk, 0) is None:
+            # Fast path: nothing held (root state) and no character of the chunk can start a pattern.
+            self.resolved += len(chunk)
+            return chunk
         s = held + chunk if held else chunk
         n = len(s)
-        if not final and self._node == 0 and not held:
-            # Fast path: nothing held and no character of the chunk can start a pattern.
-            if self.trie.skip(s, 0) is None:
-                self.resolved += n
-                return s
-        trie = self.trie
+        links = trie.links()
         children = trie.children
-        terminal = trie.terminal
-        leaf = trie.leaf
+        fail = links.fail
+        match = links.match
+        opened = links.open
+        length = links.length
         skip = trie.skip
         outputs = self.outputs
-        base = self.resolved
-        protect = self.protect - base  # relative: a match must end after this
         out: list[str] = []
-        c = 0
-        j = len(held)
-        node = self._node
+        c = 0  # resolved up to here (relative to s)
+        i = len(held)  # next character to consume
         best = self._best
-        best_end = self._best_len
+        best_start = best[0] if best is not None else -1
         while True:
-            if node == 0:
-                m = skip(s, c)
-                if m is None:
-                    if c < n:
-                        out.append(s[c:])
-                    c = n
-                    j = n
-                    break
-                k = m.start()
-                if k > c:
-                    out.append(s[c:k])
-                    c = k
-                j = c
-            # Walk the trie from c; stop at a leaf (nothing longer can match here) or a dead end.
-            while j < n:
-                nxt = children[node].get(s[j])
-                if nxt is None:
-                    break
-                node = nxt
-                j += 1
-                t = terminal[node]
-                if t >= 0 and j > protect:
-                    best = t
-                    best_end = j
-                    if leaf[node]:
+            while i < n:
+                if node == 0:
+                    m = skip(s, i)
+                    if m is None:
+                        i = n
                         break
+                    i = m.start()
+                nxt = children[node].get(s[i])
+                while nxt is None and node:
+                    node = fail[node]
+                    nxt = children[node].get(s[i])
+                node = nxt or 0
+                i += 1
+                t = match[node]
+                if t >= 0:
+                    start = i - length[t]
+                    if best is None or start <= best_start:
+                        best = (start, t)
+                        best_start = start
+                if best is not None:
+                    od = opened[node]
+                    if od == 0 or i - od > best_start:
+                        break  # decided: nothing at or before best_start can still grow
             else:
-                if not final:
-                    break  # out of input inside a partial match: hold s[c:]
-            # Position c is resolved: the longest pattern completed there, or one literal character.
-            if best >= 0:
-                out.append(outputs[best])
-                if self.halt:
-                    self.match = (base + c, best)
-                    c = best_end
-                    node = 0
-                    best = -1
+                if not (final and best is not None):
                     break
-                c = best_end
-            else:
-                out.append(s[c])
-                c += 1
+            if best is None:
+                break  # (only when the skip ran off the end)
+            # Output the literal text before the match, then its replacement; rescan after it.
+            if best_start > c:
+                out.append(s[c:best_start])
+            out.append(outputs[best[1]])
+            c = best_start + length[best[1]]
+            i = c
             node = 0
-            best = -1
-            j = c
-        self.held = s[c:]
+            best = None
+            best_start = -1
+        if final:
+            r = n
+        else:
+            r = i - opened[node]
+            if best is not None and best_start < r:
+                r = best_start
+        if r > c:
+            out.append(s[c:r])
+        self.held = s[r:]
+        self.resolved += r
         self._node = node
-        self._best = best
-        self._best_len = best_end - c if best >= 0 else 0
-        self.resolved = base + c
+        self._best = None if best is None else (best_start - r, best[1])
+        if final:
+            self.held = ""
+            self._node = 0
+            self._best = None
         return "".join(out)
 
     def reset(self) -> None:
-        """Forget all state (held text, positions, match)."""
+        """Forget all state."""
         self.held = ""
         self.resolved = 0
-        self.match = None
         self._node = 0
-        self._best = -1
-        self._best_len = 0
+        self._best = None

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import reactivex as rx
 
-from rxstream import StopMatcher, stop_text
+from rxstream import StopMatcher, replace_text, stop_text
 from rxstream._automaton import PatternTrie
-from rxstream.operators import stop
+from rxstream.operators import hold_back, replace, stop
 
 
 class CountingDict(dict[str, int]):
@@ -65,3 +65,35 @@ def test_stop_operator_work_is_linear_in_the_stream(counted: type[CountingDict])
             rx.from_iterable(chunks).pipe(stop(stops, include)).subscribe(out.append)
             assert "".join(out) == text
             assert counted.lookups <= 3 * len(text)
+
+
+@pytest.mark.parametrize("op", ["replace", "hold_back"])
+@pytest.mark.parametrize("length", [50, 200])
+def test_replace_work_per_char_does_not_grow_with_pattern_length(counted: type[CountingDict], op: str,
+                                                                 length: int) -> None:
+    """The same run of "a" through replace / hold_back: a failed partial match must not be
+    rescanned from one character after its start (that costs up to L steps per character)."""
+    pattern = "a" * length + "b"
+    make = (lambda: replace({pattern: "X", "ab": "Y"})) if op == "replace" else (
+        lambda: hold_back([pattern, "ab"]))
+    text = "a" * (3 * length) + "b" + "a" * length
+    for size in (1, 5):
+        counted.lookups = 0
+        chunks = [text[i:i + size] for i in range(0, len(text), size)]
+        out: list[str] = []
+        rx.from_iterable(chunks).pipe(make()).subscribe(out.append)
+        expected = text if op == "hold_back" else replace_text(text, {pattern: "X", "ab": "Y"})
+        assert "".join(out) == expected
+        assert counted.lookups <= 4 * len(text), f"{counted.lookups / len(text):.1f} steps per character"
+
+
+def test_replace_rescans_at_most_the_text_after_each_match(counted: type[CountingDict]) -> None:
+    """A short match decided only when a longer pattern sharing its start fails: the text after
+    the match is scanned again once (less than the longest pattern per match)."""
+    rules = {"a": "1", "a" + "b" * 20 + "c": "2"}
+    text = ("a" + "b" * 19 + "x") * 50
+    counted.lookups = 0
+    out: list[str] = []
+    rx.from_iterable(list(text)).pipe(replace(rules)).subscribe(out.append)
+    assert "".join(out) == replace_text(text, rules)
+    assert counted.lookups <= 4 * len(text)
