@@ -280,6 +280,7 @@ def test_stop_with_prompt_matches_the_batch_rule(prompt: str, chunks: list[str],
     rec = FinishRecorder()
     steps, out, _ = run_steps(chunks, stop(stops, include, prompt=prompt, on_finish=rec))
     expected, matched = prompt_stop(prompt, "".join(chunks), stops, include)
+    assert all(expected.startswith("".join(step)) for step in steps)
     assert "".join(out) == expected
     assert rec.finish is not None
     assert rec.finish.stop == matched
