@@ -170,13 +170,15 @@ class _TextSink(OperatorSink[Any, str]):
 
 
 class _AlignedSink(OperatorSink[Any, Piece]):
-    __slots__ = ("det", "held", "held_lps")
+    __slots__ = ("det", "held", "held_lps", "pending", "pending_at")
 
     def __init__(self, observer: abc.ObserverBase[Piece], det: StreamDetokenizer) -> None:
         super().__init__("detokenize", observer)
         self.det = det
         self.held: list[int] = []
         self.held_lps: list[float | None] = []
+        self.pending: tuple[int, ...] = ()  # the current item's ids; pending[pending_at:] not pushed
+        self.pending_at = 0
 
     def _piece(self, text: str) -> Piece:
         lps = self.held_lps
@@ -195,12 +197,27 @@ class _AlignedSink(OperatorSink[Any, Piece]):
             ids = as_token_ids(value)
             logprobs = [None] * len(ids)
         push_one = self.det.push_one
-        for i, lp in zip(ids, logprobs, strict=True):
+        self.pending = ids
+        for k, (i, lp) in enumerate(zip(ids, logprobs, strict=True)):
             text = push_one(i)
             self.held.append(i)
             self.held_lps.append(lp)
+            self.pending_at = k + 1
             if text:
                 self.observer.on_next(self._piece(text))
+                if self.done:  # a stage below ended the stream (and took the held ids)
+                    break
+        self.pending = ()
+        self.pending_at = 0
+
+    def take_held(self) -> tuple[int, ...]:
+        """The ids held for incomplete text, then those of the current item not pushed yet."""
+        ids = (*self.held, *self.pending[self.pending_at:])
+        self.held.clear()
+        self.held_lps.clear()
+        self.pending = ()
+        self.pending_at = 0
+        return ids
 
     def on_completed(self) -> None:
         text = self.det.finish()

@@ -7,6 +7,7 @@ from typing import Any
 
 from reactivex import Observable, abc
 
+from rxstream._finish import FinishCallback
 from rxstream._replacer import Replacer
 from rxstream._rules import normalize_stops
 
@@ -17,7 +18,8 @@ from ._types import TextT
 __all__ = ["hold_back"]
 
 
-def hold_back(patterns: str | Iterable[str]) -> Callable[[Observable[TextT]], Observable[TextT]]:
+def hold_back(patterns: str | Iterable[str], *, on_finish: FinishCallback | None = None
+              ) -> Callable[[Observable[TextT]], Observable[TextT]]:
     """Pass text through unchanged, but never emit text that could still become a pattern.
 
     The output concatenates to the input exactly. Text is held only while it could still be
@@ -27,6 +29,8 @@ def hold_back(patterns: str | Iterable[str]) -> Callable[[Observable[TextT]], Ob
 
     Args:
         patterns: one pattern or several (non-empty ``str``).
+        on_finish: as for :func:`replace`: ``eos``, ``cancelled`` or ``error``, with the token
+            ids that entered but were not emitted in ``Finish.dropped`` (SEMANTICS §5).
 
     Marble diagram::
 
@@ -38,6 +42,6 @@ def hold_back(patterns: str | Iterable[str]) -> Callable[[Observable[TextT]], Ob
     rules = [(p, p) for p in pats]
 
     def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
-        return _ReplaceSink("hold_back", observer, Replacer(rules, owner="hold_back"))
+        return _ReplaceSink("hold_back", observer, Replacer(rules, owner="hold_back"), on_finish)
 
     return operator("hold_back", make_sink)

@@ -24,8 +24,9 @@ def max_tokens(budget: int, *, on_finish: FinishCallback | None = None
 
     Args:
         budget: how many ids may pass (an int >= 0; 0 completes at once).
-        on_finish: called once with ``Finish(LENGTH)`` when the budget ends the stream, ``eos``
-            when the source completed first, ``cancelled`` or ``error``.
+        on_finish: called once with ``Finish(LENGTH)`` when the budget ends the stream (its
+            ``dropped`` lists the ids of a sequence item cut to fit), ``eos`` when the source
+            completed first, ``cancelled`` or ``error``.
 
     Raises:
         TypeError / ValueError: ``budget`` is not an int >= 0.
@@ -72,8 +73,12 @@ class _BudgetSink(OperatorSink[Any, Any]):
                 return
             if len(ids) > self.left:
                 keep = ids[: self.left]
+                cut = ids[self.left:]
                 value = type(value)(keep) if isinstance(value, list) else keep
-                ids = keep
+                self.left = 0
+                self.observer.on_next(value)
+                self.end(Finish(FinishReason.LENGTH, dropped=cut))
+                return
             self.left -= len(ids)
             self.observer.on_next(value)
         if self.left <= 0:

@@ -7,6 +7,7 @@ from typing import Any
 
 from reactivex import Observable, abc
 
+from rxstream._finish import Finish, FinishCallback, FinishReason
 from rxstream._piece import Piece
 from rxstream._replacer import Replacer
 from rxstream._rules import Rules, normalize_rules
@@ -18,7 +19,8 @@ from ._types import TextT
 __all__ = ["replace"]
 
 
-def replace(rules: Rules) -> Callable[[Observable[TextT]], Observable[TextT]]:
+def replace(rules: Rules, *, on_finish: FinishCallback | None = None
+            ) -> Callable[[Observable[TextT]], Observable[TextT]]:
     r"""Replace many patterns at once in a stream of text, emitting as early as possible.
 
     Scans left to right and at each position takes the **longest** pattern that occurs there
@@ -31,6 +33,11 @@ def replace(rules: Rules) -> Callable[[Observable[TextT]], Observable[TextT]]:
     Args:
         rules: ``{pattern: replacement}`` or ``(pattern, replacement)`` pairs. Patterns are
             non-empty ``str``; if a pattern is given twice its first rule wins.
+        on_finish: called once per subscription, before the terminal notification, with a
+            :class:`~rxstream.Finish`: ``eos`` when the source completed, ``cancelled`` when the
+            subscriber disposed first, ``error``. With :class:`~rxstream.Piece` items,
+            ``Finish.dropped`` lists the token ids that entered but were not emitted (held here or
+            in a linked stage above when the stream ended early; SEMANTICS §5).
 
     Items may be ``str`` or :class:`~rxstream.Piece`; pieces come out carrying exactly the token
     ids whose text they complete (SEMANTICS §5).
@@ -56,7 +63,7 @@ def replace(rules: Rules) -> Callable[[Observable[TextT]], Observable[TextT]]:
     pairs = normalize_rules(rules, owner="replace")
 
     def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
-        return _ReplaceSink("replace", observer, Replacer(pairs))
+        return _ReplaceSink("replace", observer, Replacer(pairs), on_finish)
 
     return operator("replace", make_sink)
 
@@ -66,8 +73,9 @@ class _ReplaceSink(OperatorSink[Any, Any]):
 
     __slots__ = ("aligner", "engine", "feed")
 
-    def __init__(self, name: str, observer: abc.ObserverBase[Any], engine: Replacer) -> None:
-        super().__init__(name, observer)
+    def __init__(self, name: str, observer: abc.ObserverBase[Any], engine: Replacer,
+                 on_finish: FinishCallback | None = None) -> None:
+        super().__init__(name, observer, on_finish)
         self.engine = engine
         self.feed = engine.feed
         self.aligner: Aligner | None = None
@@ -90,13 +98,15 @@ class _ReplaceSink(OperatorSink[Any, Any]):
             return
         raise TypeError(f"{self.name}: expected str or Piece items, got {describe(value)}")
 
+    def take_held(self) -> tuple[int, ...]:
+        return self.aligner.rest()[0] if self.aligner is not None else ()
+
     def on_completed(self) -> None:
         out = self.engine.flush()
-        self.done = True
         if self.aligner is not None:
             piece = self.aligner.piece(out, 2**62)
             if piece is not None:
                 self.observer.on_next(piece)
         elif out:
             self.observer.on_next(out)
-        self.observer.on_completed()
+        self.end(Finish(FinishReason.EOS), dispose=False)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from reactivex import Observable, abc
-from reactivex.disposable import CompositeDisposable, Disposable
+from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 __all__ = ["serialize"]
 
@@ -25,6 +25,11 @@ def serialize() -> Callable[[Observable[_T]], Observable[_T]]:
     queue before it returns (so no thread blocks on downstream work and nothing is reordered or
     lost). Nothing is delivered after the first ``on_error``/``on_completed``.
 
+    If the subscriber raises from one of its callbacks, the operator stops for good: the queue is
+    cleared, nothing more is delivered or queued, the upstream subscription is disposed, and the
+    exception propagates to the thread that was delivering (as it does through reactivex's own
+    operators, which let an observer's exception propagate to the producer).
+
     Marble diagram (on one thread it changes nothing)::
 
         source:   -a-b-|
@@ -37,11 +42,20 @@ def serialize() -> Callable[[Observable[_T]], Observable[_T]]:
                       scheduler: abc.SchedulerBase | None = None) -> abc.DisposableBase:
             lock = threading.Lock()
             queue: deque[tuple[int, Any]] = deque()
-            state = {"emitting": False, "done": False, "disposed": False}
+            # emitting: a thread is delivering; closed: nothing more may be queued or delivered
+            # (the subscriber disposed, or one of its callbacks raised).
+            state = {"emitting": False, "done": False, "closed": False}
+            upstream = SingleAssignmentDisposable()
+
+            def close() -> None:
+                with lock:
+                    state["closed"] = True
+                    state["emitting"] = False
+                    queue.clear()
 
             def push(kind: int, value: Any) -> None:
                 with lock:
-                    if state["done"] or state["disposed"]:
+                    if state["done"] or state["closed"]:
                         return
                     if kind != 0:
                         state["done"] = True
@@ -51,28 +65,35 @@ def serialize() -> Callable[[Observable[_T]], Observable[_T]]:
                     state["emitting"] = True
                 while True:
                     with lock:
-                        if not queue or state["disposed"]:
+                        if not queue or state["closed"]:
                             state["emitting"] = False
                             queue.clear()
                             return
                         batch = list(queue)
                         queue.clear()
-                    for k, v in batch:
-                        if k == 0:
-                            observer.on_next(v)
-                        elif k == 1:
-                            observer.on_error(v)
-                        else:
-                            observer.on_completed()
+                    try:
+                        for k, v in batch:
+                            if k == 0:
+                                observer.on_next(v)
+                            elif k == 1:
+                                observer.on_error(v)
+                            else:
+                                observer.on_completed()
+                    except BaseException:
+                        # The subscriber broke the contract: stop here, never wedge the queue.
+                        close()
+                        upstream.dispose()
+                        raise
 
-            def on_dispose() -> None:
-                with lock:
-                    state["disposed"] = True
-
-            upstream = source.subscribe(
+            upstream.disposable = source.subscribe(
                 lambda v: push(0, v), lambda e: push(1, e), lambda: push(2, None), scheduler=scheduler
             )
-            return CompositeDisposable(Disposable(on_dispose), upstream)
+
+            def on_dispose() -> None:
+                close()
+                upstream.dispose()
+
+            return Disposable(on_dispose)
 
         return Observable(subscribe)
 

@@ -4,12 +4,24 @@ An operator's subscribe function creates one :class:`OperatorSink` per subscribe
 the upstream subscription, makes sure the subscriber sees at most one terminal notification,
 reports the :class:`~rxstream.Finish` once, routes failures of the operator's own logic to
 ``on_error`` (never into the producer's thread) and disposes upstream when it ends the stream.
+
+Dropped token ids (SEMANTICS §5). A sink that holds :class:`~rxstream.Piece` ids it has not
+emitted yet returns them from :meth:`OperatorSink.take_held`. While a sink subscribes to its
+source, the first sink created by that subscription (the nearest rxstream stage upstream, on the
+same thread) links to it: ``below.above = sink`` and ``sink.below = below``. When a stream ends
+early, the stage that ends it (a stop), or else the lowest stage still running (the one the
+subscriber disposed, the last one an error reaches), reports in ``Finish.dropped`` the ids held
+by itself and by every linked stage above it, in stream order (see :meth:`OperatorSink.report`).
+So one ``on_finish`` on the last stage accounts for every id: each id that entered the chain is
+either emitted or reported dropped.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
 
 from reactivex import Observable, abc
@@ -23,6 +35,11 @@ __all__ = ["OperatorSink", "describe", "operator"]
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
 
+_subscribing: ContextVar[OperatorSink[Any, Any] | None] = ContextVar("_subscribing", default=None)
+"""The sink whose ``run`` is subscribing to its source on this thread (None outside)."""
+
+_ENDS_HERE = (FinishReason.STOP, FinishReason.LENGTH)
+
 
 class OperatorSink(ABC, Generic[_In, _Out]):
     """State of one subscription of an operator.
@@ -31,7 +48,7 @@ class OperatorSink(ABC, Generic[_In, _Out]):
     :meth:`end` (complete with a reason and dispose upstream) and :meth:`fail`.
     """
 
-    __slots__ = ("_on_finish", "done", "name", "observer", "upstream")
+    __slots__ = ("_on_finish", "above", "below", "done", "name", "observer", "upstream")
 
     def __init__(self, name: str, observer: abc.ObserverBase[_Out],
                  on_finish: Callable[[Finish], None] | None = None) -> None:
@@ -40,13 +57,44 @@ class OperatorSink(ABC, Generic[_In, _Out]):
         self.done = False
         self.upstream = SingleAssignmentDisposable()
         self._on_finish = on_finish
+        self.above: OperatorSink[Any, Any] | None = None
+        self.below: OperatorSink[Any, Any] | None = None
+        below = _subscribing.get()
+        if below is not None and below.above is None:
+            below.above = self
+            self.below = below
 
     def run(self, source: Observable[_In], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
         """Subscribe to ``source``; return the disposable handed to the subscriber."""
-        self.upstream.disposable = source.subscribe(
-            self._guarded_next, self.on_error, self._guarded_completed, scheduler=scheduler
-        )
+        self.subscribe_to(source, self._guarded_next, scheduler)
         return Disposable(self.dispose)
+
+    def subscribe_to(self, source: Observable[_In], on_next: Callable[[Any], None],
+                     scheduler: abc.SchedulerBase | None) -> None:
+        """Subscribe to ``source`` (linking the rxstream stage above, if any) with ``on_next``."""
+        token = _subscribing.set(self)
+        try:
+            self.upstream.disposable = source.subscribe(
+                on_next, self.on_error, self._guarded_completed, scheduler=scheduler
+            )
+        finally:
+            _subscribing.reset(token)
+
+    # -- held token ids ----------------------------------------------------------------------
+    def take_held(self) -> tuple[int, ...]:
+        """Remove and return the token ids received but not emitted (default: none held)."""
+        return ()
+
+    def take_dropped(self) -> tuple[int, ...]:
+        """The ids held here and in every linked stage above, in stream order (taken once)."""
+        ids = self.take_held()
+        above = self.above
+        while above is not None:
+            more = above.take_held()
+            if more:
+                ids += more
+            above = above.above
+        return ids
 
     # -- upstream notifications -------------------------------------------------------------
     def _guarded_next(self, value: _In) -> None:
@@ -55,6 +103,11 @@ class OperatorSink(ABC, Generic[_In, _Out]):
         try:
             self.on_next(value)
         except Exception as exc:  # the operator's own logic failed: tell the subscriber
+            if self.done:
+                # The subscriber's own on_completed/on_error raised (or it raised after
+                # disposing): there is no notification left to carry it; let it propagate, as
+                # reactivex does (the upstream is already disposed).
+                raise
             self.fail(exc)
 
     def _guarded_completed(self) -> None:
@@ -63,6 +116,8 @@ class OperatorSink(ABC, Generic[_In, _Out]):
         try:
             self.on_completed()
         except Exception as exc:
+            if self.done:
+                raise
             self.fail(exc)
 
     @abstractmethod
@@ -86,10 +141,21 @@ class OperatorSink(ABC, Generic[_In, _Out]):
         self.observer.on_next(value)
 
     def report(self, finish: Finish) -> Exception | None:
-        """Call ``on_finish`` once; return the exception it raised, if any."""
+        """Call ``on_finish`` once; return the exception it raised, if any.
+
+        With a callback, a stage that ends the stream itself (stop, budget), or one with no
+        linked stage below still running, adds to ``finish.dropped`` the ids not yet reported
+        that it and the linked stages above it hold (earlier stream ids are held lower down, so
+        the reports of one chain list the ids in stream order).
+        """
         callback = self._on_finish
         self._on_finish = None
         if callback is not None:
+            below = self.below
+            if below is None or below.done or finish.reason in _ENDS_HERE:
+                dropped = self.take_dropped()
+                if dropped:
+                    finish = dataclasses.replace(finish, dropped=finish.dropped + dropped)
             try:
                 callback(finish)
             except Exception as exc:
@@ -102,12 +168,14 @@ class OperatorSink(ABC, Generic[_In, _Out]):
             return
         self.done = True
         failure = self.report(finish)
-        if failure is not None:
-            self.observer.on_error(failure)
-        else:
-            self.observer.on_completed()
-        if dispose:
-            self.upstream.dispose()
+        try:
+            if failure is not None:
+                self.observer.on_error(failure)
+            else:
+                self.observer.on_completed()
+        finally:  # even if the subscriber's callback raised: the upstream must stop
+            if dispose:
+                self.upstream.dispose()
 
     def fail(self, error: Exception) -> None:
         """The operator's own logic failed: send ``error`` downstream and dispose the upstream."""
@@ -115,8 +183,10 @@ class OperatorSink(ABC, Generic[_In, _Out]):
             return
         self.done = True
         self.report(Finish(FinishReason.ERROR, error=error))
-        self.observer.on_error(error)
-        self.upstream.dispose()
+        try:
+            self.observer.on_error(error)
+        finally:
+            self.upstream.dispose()
 
     def dispose(self) -> None:
         """The subscriber disposed: report ``cancelled`` (if still running) and dispose upstream."""

@@ -44,7 +44,8 @@ def stop(stop_strings: str | Iterable[str], include_stop: bool = False, *, promp
             :class:`~rxstream.Finish`: ``stop`` and the matched string; ``eos`` when the source
             completed without one; ``cancelled`` when the subscriber disposed first; ``error``.
             With :class:`~rxstream.Piece` items, ``Finish.dropped`` lists the token ids whose
-            text the stop cut off.
+            text the stop cut off, and those still held upstream, in linked rxstream stages
+            (``replace``, ``hold_back``, ``detokenize``), when the stream ended (SEMANTICS §5).
 
     Marble diagram (the stop decides at frame 3 and disposes the source there)::
 
@@ -119,12 +120,14 @@ class _StopSink(OperatorSink[Any, Any]):
         else:
             self.end(Finish(FinishReason.EOS), dispose=False)
 
+    def take_held(self) -> tuple[int, ...]:
+        return self.aligner.rest()[0] if self.aligner is not None else ()
+
     def _stopped(self) -> None:
-        dropped: tuple[int, ...] = ()
         if self.aligner is not None:
             # ids whose (empty) text lies before the cut still belong to the output
             ids, logprobs = self.aligner.take(self.matcher.emitted)
             if ids:
                 self.observer.on_next(Piece("", ids, logprobs))
-            dropped = self.aligner.rest()[0]
-        self.end(Finish(FinishReason.STOP, stop=self.matcher.stop_string, dropped=dropped))
+        # report() adds the ids cut off here and those held by linked stages above
+        self.end(Finish(FinishReason.STOP, stop=self.matcher.stop_string))

@@ -26,7 +26,8 @@ def stop_on_tokens(token_ids: int | Iterable[int], include_stop: bool = False, *
     Args:
         token_ids: the stop token id(s) (ints >= 0).
         include_stop: also emit the stop id itself.
-        on_finish: called once with ``Finish(STOP, stop=<id>)``, or ``eos`` when the source
+        on_finish: called once with ``Finish(STOP, stop=<id>)`` (its ``dropped`` lists the ids
+            that came after the stop id in the same sequence item), or ``eos`` when the source
             completed without one, ``cancelled`` or ``error``.
 
     Marble diagram (ids 5, 6, then the stop id 2)::
@@ -69,7 +70,7 @@ class _StopTokensSink(OperatorSink[Any, Any]):
                 keep = ids[: k + 1] if self.include else ids[:k]
                 if keep:
                     self.observer.on_next(type(value)(keep) if isinstance(value, list) else keep)
-                self.end(Finish(FinishReason.STOP, stop=token))
+                self.end(Finish(FinishReason.STOP, stop=token, dropped=ids[k + 1:]))
                 return
         if ids:
             self.observer.on_next(value)

@@ -42,8 +42,9 @@ class Finish:
         reason: why it ended.
         stop: the stop string or stop token id that matched, when ``reason`` is ``STOP``.
         error: the exception, when ``reason`` is ``ERROR``.
-        dropped: token ids whose text was cut off by a stop (aligned streams of
-            :class:`~rxstream.Piece` only; SEMANTICS §5).
+        dropped: token ids that entered but were not emitted: their text was cut off by a
+            stop, or still held (by this stage or a linked stage above it) when the stream
+            ended early (aligned streams of :class:`~rxstream.Piece` only; SEMANTICS §5).
     """
 
     reason: FinishReason

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._automaton import PatternTrie, Scanner
+from ._automaton import PatternTrie, ReplaceScanner
 from ._rules import Rules, normalize_rules
 
 __all__ = ["Replacer", "replace_text"]
@@ -24,7 +24,7 @@ class Replacer:
     def __init__(self, rules: Rules, *, owner: str = "replace") -> None:
         self.rules = normalize_rules(rules, owner=owner)
         trie = PatternTrie([p for p, _ in self.rules])
-        self._scanner = Scanner(trie, [r for _, r in self.rules])
+        self._scanner = ReplaceScanner(trie, [r for _, r in self.rules])
 
     @property
     def held(self) -> str:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 
-from ._automaton import PatternTrie, Scanner
+from ._automaton import PatternTrie, StopScanner
 from ._rules import normalize_stops
 
 __all__ = ["StopMatcher", "stop_text"]
@@ -32,8 +33,8 @@ class StopMatcher:
     (['Hi', '!', ''], '\\nUser:')
     """
 
-    __slots__ = ("_emitted", "_first_pending", "_probe", "_prompt_len", "_scanner", "include_stop",
-                 "stops")
+    __slots__ = ("_buf", "_buf_off", "_emitted", "_first_pending", "_held_len", "_length",
+                 "_prompt_len", "_scanner", "include_stop", "stops")
 
     def __init__(self, stops: str | Iterable[str], include_stop: bool = False, *, prompt: str = "",
                  skip_initial: bool = False, owner: str = "stop") -> None:
@@ -42,15 +43,17 @@ class StopMatcher:
         self.stops = normalize_stops(stops, owner=owner)
         self.include_stop = bool(include_stop)
         trie = PatternTrie(self.stops)
-        outputs = self.stops if self.include_stop else ("",) * len(self.stops)
-        self._scanner = Scanner(trie, outputs, halt=True, protect=len(prompt))
-        self._probe = Scanner(trie, outputs, halt=True)
+        self._length = [len(s) for s in self.stops]
+        self._scanner = StopScanner(trie, protect=len(prompt))
         self._prompt_len = len(prompt)
-        self._emitted = 0
+        # Stream text received but not output: parts of _buf, the first one from _buf_off on.
+        self._buf: deque[str] = deque()
+        self._buf_off = 0
+        self._held_len = 0
+        self._emitted = len(prompt)  # absolute position (prompt included) output up to
         self._first_pending = bool(skip_initial)
         if prompt:
             self._scanner.feed(prompt)
-            self._emitted = self._scanner.resolved
 
     @property
     def stopped(self) -> bool:
@@ -80,10 +83,14 @@ class StopMatcher:
     @property
     def held(self) -> str:
         """Stream text received but not output (yet)."""
-        sc = self._scanner
-        held = sc.held
-        start = max(self._emitted, self._prompt_len) - sc.resolved
-        return held[start:] if start > 0 else held
+        if not self._held_len:
+            return ""
+        return "".join(self._buf)[self._buf_off:]
+
+    @property
+    def holding(self) -> bool:
+        """True when some stream text is held (cheaper than ``bool(held)``)."""
+        return self._held_len > 0
 
     def feed(self, text: str) -> str:
         """Consume ``text``; return what may be shown now ("" once stopped)."""
@@ -92,49 +99,71 @@ class StopMatcher:
             return ""
         if self._first_pending and text:
             self._first_pending = False
-            sc.protect = sc.resolved + len(sc.held) + len(text)
-        old = sc.resolved
-        if not self.include_stop and old >= self._prompt_len:
-            # Common case: the output is exactly the newly resolved input (the stop string, if
-            # one matched, is not part of it).
-            out = sc.feed(text)
-            m = sc.match
-            self._emitted = sc.resolved if m is None else m[0]
-            return out
-        return self._emit(old, sc.feed(text), final=False)
+            sc.protect = sc.pos + len(text)
+        before = sc.pos
+        sc.feed(text)
+        if not self._held_len and sc.node == 0 and sc.match is None:
+            # Common case: nothing held before, nothing open or matched now: all of it goes out.
+            self._emitted = sc.pos
+            return text
+        consumed = sc.pos - before
+        if consumed:
+            self._buf.append(text if consumed == len(text) else text[:consumed])
+            self._held_len += consumed
+        return self._emit(final=False)
 
     def flush(self) -> str:
         """Resolve the end of the input and return the rest of the output."""
         sc = self._scanner
         if sc.match is not None:
             return ""
-        old = sc.resolved
-        return self._emit(old, sc.feed("", final=True), final=True)
+        sc.feed("", final=True)
+        return self._emit(final=True)
 
-    def _emit(self, old: int, out: str, final: bool) -> str:
+    def _emit(self, final: bool) -> str:
         sc = self._scanner
-        if sc.match is not None:
-            start, index = sc.match
-            end = start + len(self.stops[index]) if self.include_stop else start
+        m = sc.match
+        if m is not None:
+            end = m[0] + self._length[m[1]] if self.include_stop else m[0]
+        elif final:
+            end = sc.pos
+        elif self.include_stop:
+            best_end = sc.best_end()
+            end = sc.pos if best_end is None else best_end
         else:
-            end = sc.resolved
-            held = sc.held
-            if self.include_stop and held and not final:
-                # Everything up to the end of the earliest stop already in the held text may go out.
-                probe = self._probe
-                probe.reset()
-                probe.protect = sc.protect - sc.resolved
-                probe.feed(held, final=True)
-                limit = len(held)
-                if probe.match is not None:
-                    limit = probe.match[0] + len(self.stops[probe.match[1]])
-                out += held[:limit]
-                end += limit
-        lo = max(self._emitted, self._prompt_len)
+            best = sc.best
+            end = sc.open_start
+            if best is not None and best[0] < end:
+                end = best[0]
+        lo = self._emitted  # never before the end of the prompt
         if end <= lo:
             return ""
         self._emitted = end
-        return out[lo - old:] if lo > old else out
+        return self._take(end - lo)
+
+    def _take(self, k: int) -> str:
+        """Remove and return the first ``k`` held characters (copying only those)."""
+        buf = self._buf
+        self._held_len -= k
+        off = self._buf_off
+        first = buf[0]
+        if off + k < len(first):
+            self._buf_off = off + k
+            return first[off:off + k]
+        out: list[str] = []
+        while k:
+            first = buf[0]
+            avail = len(first) - off
+            if k < avail:
+                out.append(first[off:off + k])
+                off += k
+                break
+            out.append(first[off:] if off else first)
+            buf.popleft()
+            k -= avail
+            off = 0
+        self._buf_off = off
+        return "".join(out)
 
 
 def stop_text(text: str, stops: str | Iterable[str], include_stop: bool = False) -> tuple[str, str | None]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tracemalloc
+from collections.abc import Callable
+
 import pytest
 import tokflow
 from hypothesis import given, settings
@@ -145,3 +148,44 @@ def test_sentence_stop_is_batch_stop(chunks: list[str], stops) -> None:
         assert out == batch_stop("".join(chunks), stops)[0]
         return
     assert (out, found) == batch_stop("".join(chunks), stops)
+
+
+def _bytes_allocated_per_char(put: Callable[[str], object], chunks: list[str]) -> float:
+    """Transient allocation of every put, summed (tracemalloc peaks), per input character."""
+    total = 0
+    tracemalloc.start()
+    try:
+        for c in chunks:
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            put(c)
+            total += tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    return total / sum(map(len, chunks))
+
+
+@pytest.mark.parametrize("kind", ["tokflow", "sentence_stop"])
+def test_spot_put_does_not_copy_the_stream(kind: str) -> None:
+    """A ``spot`` put must cost what its chunk costs, not the length of the stream so far:
+    counted as bytes allocated per character over a long stream (a copy of the whole text on
+    every put is thousands of bytes per character here)."""
+    chunks = [f"word {k:05d} <b>text</b>, " for k in range(4000)]  # 24 chars each
+    if kind == "tokflow":
+        t = TokFlow([("<b>", "**"), ("</b>", "**")])
+        per_char = _bytes_allocated_per_char(t.put, chunks)
+    else:
+        s = SentenceStop(["<|end|>", "\nUser:"])
+        per_char = _bytes_allocated_per_char(lambda c: s.put(c, {}), chunks)
+    assert per_char < 200, f"{per_char:.0f} bytes allocated per character"
+
+
+def test_full_modes_still_see_the_whole_text_after_many_spot_puts() -> None:
+    t = TokFlow([("<b>", "**")])
+    chunks = [f"x{k}<b>" for k in range(300)]
+    outs = [t.put(c) for c in chunks]
+    assert t.put("", {"out_type": "full"}) == "".join(outs)
+    whole = "".join(chunks)
+    assert t.put(whole + "y<b", {"in_type": "full", "out_type": "full"}) == "".join(outs) + "y"
+    with pytest.raises(ValueError, match="does not extend"):
+        t.put(whole[:-1], {"in_type": "full"})

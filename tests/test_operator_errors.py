@@ -168,3 +168,126 @@ def test_serialize_stops_after_terminal_and_on_dispose() -> None:
     sub.dispose()
     subject.on_next("b")
     assert got == ["a"] and not done
+
+
+def test_serialize_after_a_subscriber_exception_stops_and_disposes_upstream() -> None:
+    """A raising subscriber must not wedge serialize: later items from any thread are neither
+    delivered nor queued, the upstream is disposed, and the exception reaches the delivering
+    thread (as through reactivex's own operators)."""
+    subject: Subject[int] = Subject()
+    got: list[int] = []
+    completed: list[bool] = []
+    raised: list[BaseException] = []
+
+    def on_next(v: int) -> None:
+        got.append(v)
+        if v == 3:
+            raise RuntimeError("subscriber failed")
+
+    subject.pipe(serialize()).subscribe(on_next, on_completed=lambda: completed.append(True))
+    assert len(subject.observers) == 1
+
+    def produce(values: range) -> None:
+        for v in values:
+            try:
+                subject.on_next(v)
+            except RuntimeError as exc:
+                raised.append(exc)
+
+    produce(range(5))  # the subscriber raises at 3
+    assert got == [0, 1, 2, 3]
+    assert [str(e) for e in raised] == ["subscriber failed"]
+    assert subject.observers == []  # upstream disposed: nothing more can be queued
+    threads = [threading.Thread(target=produce, args=(range(1000),)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    threading.Thread(target=subject.on_completed).start()
+    assert got == [0, 1, 2, 3] and not completed and len(raised) == 1
+
+
+def test_serialize_subscriber_exception_while_other_threads_queue() -> None:
+    """Threads queue items while the delivering thread's subscriber raises: the queued items are
+    discarded, nothing is delivered afterwards, and every producer thread finishes."""
+    subject: Subject[int] = Subject()
+    got: list[int] = []
+    entered = threading.Event()
+    release = threading.Event()
+
+    def on_next(v: int) -> None:
+        got.append(v)
+        if v == 0:
+            entered.set()
+            release.wait(10)  # other threads queue behind this delivery
+            raise RuntimeError("subscriber failed")
+
+    subject.pipe(serialize()).subscribe(on_next)
+    raised: list[BaseException] = []
+
+    def deliver_first() -> None:
+        try:
+            subject.on_next(0)
+        except RuntimeError as exc:
+            raised.append(exc)
+
+    first = threading.Thread(target=deliver_first)
+    first.start()
+    assert entered.wait(10)
+    others = [threading.Thread(target=lambda k=k: [subject.on_next(1 + k * 100 + i) for i in range(100)])
+              for k in range(4)]
+    for t in others:
+        t.start()
+    for t in others:
+        t.join(10)
+    release.set()
+    first.join(10)
+    assert not first.is_alive() and not any(t.is_alive() for t in others)
+    assert got == [0] and len(raised) == 1
+    assert subject.observers == []
+    subject.on_next(999)
+    assert got == [0]
+
+
+SUBSCRIBER_CASES = [
+    (lambda: deltas(), ["a", "ab", "abc"]),
+    (lambda: snapshots(), ["a", "b", "c"]),
+    (lambda: replace({"<x>": "X"}), ["a", "b", "c"]),
+    (lambda: hold_back("<x>"), ["a", "b", "c"]),
+    (lambda: stop("<end>"), ["a", "b", "c"]),
+    (lambda: max_tokens(10), [1, 2, 3]),
+    (lambda: stop_on_tokens(99), [1, 2, 3]),
+]
+
+
+@pytest.mark.parametrize(("make", "items"), SUBSCRIBER_CASES)
+def test_subscriber_exception_stops_the_operator_and_disposes_upstream(make: Any, items: list[Any]) -> None:
+    """A subscriber whose on_next raises (and that has no on_error, so reactivex re-raises):
+    the operator delivers nothing more and disposes its upstream, even though routing the error
+    to the subscriber raised again; it never keeps the upstream running into a dead stream."""
+    subject: Subject[Any] = Subject()
+    got: list[Any] = []
+
+    def on_next(v: Any) -> None:
+        got.append(v)
+        raise RuntimeError("subscriber failed")
+
+    subject.pipe(make()).subscribe(on_next)
+    with pytest.raises(RuntimeError, match="subscriber failed"):
+        subject.on_next(items[0])
+    assert subject.observers == []
+    for v in items[1:]:
+        subject.on_next(v)
+    assert len(got) == 1
+
+
+def test_stop_disposes_upstream_even_if_the_subscribers_on_completed_raises() -> None:
+    subject: Subject[str] = Subject()
+
+    def on_completed() -> None:
+        raise RuntimeError("subscriber failed")
+
+    subject.pipe(stop("<end>")).subscribe(lambda v: None, lambda e: None, on_completed)
+    with pytest.raises(RuntimeError, match="subscriber failed"):
+        subject.on_next("a<end>")
+    assert subject.observers == []  # the generator upstream is cancelled all the same

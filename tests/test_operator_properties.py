@@ -254,3 +254,34 @@ def test_error_or_disposal_at_any_point_flushes_nothing(chunks: list[str], rules
             subject.on_completed()
             assert not errors and not completed
         assert "".join(out) == released(seen)
+
+
+def prompt_stop(prompt: str, text: str, stops: list[str], include: bool) -> tuple[str, str | None]:
+    """Batch stop with a prompt (SEMANTICS §3, ``prompt=``): occurrences in prompt + text that end
+    inside the prompt do not count; the output never contains prompt text."""
+    full = prompt + text
+    best: tuple[int, int] | None = None
+    for s in stops:
+        p = full.find(s)
+        while p >= 0 and p + len(s) <= len(prompt):
+            p = full.find(s, p + 1)
+        if p >= 0 and (best is None or (p, -len(s)) < (best[0], -best[1])):
+            best = (p, len(s))
+    if best is None:
+        return text, None
+    end = best[0] + (best[1] if include else 0)
+    matched = full[best[0]:best[0] + best[1]]
+    return full[len(prompt):max(end, len(prompt))], matched
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=ALPHA, max_size=8), chunked(), stops_st, st.booleans())
+def test_stop_with_prompt_matches_the_batch_rule(prompt: str, chunks: list[str], stops, include) -> None:
+    rec = FinishRecorder()
+    steps, out, _ = run_steps(chunks, stop(stops, include, prompt=prompt, on_finish=rec))
+    expected, matched = prompt_stop(prompt, "".join(chunks), stops, include)
+    assert all(expected.startswith("".join(step)) for step in steps)
+    assert "".join(out) == expected
+    assert rec.finish is not None
+    assert rec.finish.stop == matched
+    assert "" not in out

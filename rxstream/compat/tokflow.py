@@ -40,27 +40,67 @@ def _types(opts: Opts | None) -> tuple[str, str]:
     return in_type, out_type
 
 
+class _Text:
+    """Text that grows by appending, without copying what is already there on every append.
+
+    New text is kept as parts; they are joined into one string when a caller needs the whole
+    text (a ``full`` snapshot to check or to return) or when they add up to as much as what is
+    already joined (so each character is copied O(1) times in all, and the parts never take
+    more memory than the text).
+    """
+
+    __slots__ = ("_joined", "_parts", "_parts_len", "length")
+
+    def __init__(self) -> None:
+        self._joined = ""
+        self._parts: list[str] = []
+        self._parts_len = 0
+        self.length = 0
+
+    def append(self, text: str) -> None:
+        if text:
+            self._parts.append(text)
+            self._parts_len += len(text)
+            self.length += len(text)
+            if len(self._parts) >= 64 and self._parts_len >= len(self._joined):
+                self.value()
+
+    def value(self) -> str:
+        if self._parts:
+            self._joined = "".join([self._joined, *self._parts])
+            self._parts.clear()
+            self._parts_len = 0
+        return self._joined
+
+    def replace(self, text: str) -> None:
+        self._joined = text
+        self._parts.clear()
+        self._parts_len = 0
+        self.length = len(text)
+
+
 class _Input:
     """Turns ``full`` snapshots into deltas; checks that each one extends the last."""
 
     __slots__ = ("text",)
 
     def __init__(self) -> None:
-        self.text = ""
+        self.text = _Text()
 
     def delta(self, value: str, in_type: str) -> str:
         if not isinstance(value, str):
             raise TypeError(f"put: expected str, got {type(value).__name__}: {value!r}")
         if in_type == "spot":
-            self.text += value
+            self.text.append(value)
             return value
-        if not value.startswith(self.text):
+        previous = self.text.value()
+        if not value.startswith(previous):
             raise ValueError(
                 f"put: in_type='full' snapshot does not extend the previous one "
-                f"(previous ends {self.text[-20:]!r}, got {value[:40]!r}...)"
+                f"(previous ends {previous[-20:]!r}, got {value[:40]!r}...)"
             )
-        delta = value[len(self.text):]
-        self.text = value
+        delta = value[len(previous):]
+        self.text.replace(value)
         return delta
 
 
@@ -82,13 +122,14 @@ class TokFlow:
             replacer_list)
         self._replacer = Replacer(self.replacer_list, owner="TokFlow")
         self._table = dict(self._replacer.rules)
+        self._lengths = sorted({len(p) for p in self._table}, reverse=True)
         self.clear()
 
     def clear(self) -> None:
         """Reset all state."""
         self._replacer.flush()
         self._input = _Input()
-        self._output = ""
+        self._output = _Text()
         self.is_matched = False
         self.is_possible_str_started = False
         self.matched_worker: MatchedWorker | None = None
@@ -98,30 +139,36 @@ class TokFlow:
         in_type, out_type = _types(opts)
         delta = self._input.delta(text, in_type)
         before = self._replacer.resolved
-        held_before = self._replacer.held
+        held_before = self._replacer.held  # at most as long as the longest rule
         out = self._replacer.feed(delta)
-        self._track_match(held_before + delta, self._replacer.resolved - before)
+        resolved = self._replacer.resolved - before
+        if resolved:
+            self._track_match(held_before + delta, resolved)
+        else:
+            self.is_matched = False
         self.is_possible_str_started = bool(self._replacer.held)
-        self._output += out
-        return self._output if out_type == "full" else out
+        self._output.append(out)
+        return self._output.value() if out_type == "full" else out
 
     def flush(self, opts: Opts | None = None) -> str:
         """Resolve held text as at the end of the stream, return it, and reset."""
         _, out_type = _types(opts)
         out = self._replacer.flush()
-        result = self._output + out if out_type == "full" else out
+        result = self._output.value() + out if out_type == "full" else out
         self.clear()
         return result
 
     def _track_match(self, text: str, resolved: int) -> None:
         """Set ``is_matched``/``matched_worker`` when the resolved text ended with a rule."""
         self.is_matched = False
-        done = text[:resolved]
-        for pattern in sorted(self._table, key=len, reverse=True):
-            if done.endswith(pattern):
-                self.is_matched = True
-                self.matched_worker = MatchedWorker(pattern, self._table[pattern])
-                return
+        table = self._table
+        for length in self._lengths:  # longest first; one lookup per distinct rule length
+            if length <= resolved:
+                pattern = text[resolved - length:resolved]
+                if pattern in table:
+                    self.is_matched = True
+                    self.matched_worker = MatchedWorker(pattern, table[pattern])
+                    return
 
     def get_workers(self) -> list[MatchedWorker]:
         """One entry per rule (TokFlow's workers), for code that inspects them."""
@@ -140,7 +187,7 @@ class SentenceStop:
         """Reset all state; the next ``put`` is the "first" text again."""
         self._matcher: StopMatcher | None = None
         self._input = _Input()
-        self._output = ""
+        self._output = _Text()
 
     def _get_matcher(self, opts: Opts | None) -> StopMatcher:
         if self._matcher is None:
@@ -154,17 +201,17 @@ class SentenceStop:
         matcher = self._get_matcher(condition)
         delta = self._input.delta(input_token_base, in_type)
         out = matcher.feed(delta)
-        self._output += out
-        text = self._output if out_type == "full" else out
+        self._output.append(out)
+        text = self._output.value() if out_type == "full" else out
         if matcher.stopped:
             return {"text": text, "stop_str_found": True, "possible": True, "stop_str": matcher.stop_string}
-        return {"text": text, "stop_str_found": False, "possible": bool(matcher.held), "stop_str": None}
+        return {"text": text, "stop_str_found": False, "possible": matcher.holding, "stop_str": None}
 
     def flush(self, condition: Opts | None = None) -> str:
         """End of input: return the rest of the text (``full``: all of it), and reset."""
         _, out_type = _types(condition)
         matcher = self._get_matcher(condition)
         out = matcher.flush()
-        result = self._output + out if out_type == "full" else out
+        result = self._output.value() + out if out_type == "full" else out
         self.clear()
         return result
