@@ -275,53 +275,13 @@ def test_convert_gguf_rejects_a_bad_quantization(tmp_path: Path) -> None:
 
 
 def tiny_gguf(path: Path) -> Path:
-    """A two-layer llama GGUF file with the tiny test tokenizer (the layout the default model uses)."""
-    import json
+    """A two-layer llama GGUF file (F32 tensors) with the tiny test tokenizer."""
+    import gguf
 
-    import numpy as np
+    from tests.test_backend_gguf import encode, gguf_tensors, tiny_llama, write_gguf
 
-    from rxstream.backends._config import DecoderConfig
-    from rxstream.backends._graph import DecoderWeights
-    from rxstream.backends._tokenizer import train_tiny_tokenizer
-    from tests.test_backend_gguf import _write_gguf
-
-    tok = json.loads(train_tiny_tokenizer().to_str())
-    vocab: dict[str, int] = tok["model"]["vocab"]
-    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
-    cfg = DecoderConfig(
-        vocab_size=len(tokens),
-        hidden_size=64,
-        intermediate_size=96,
-        num_layers=2,
-        num_heads=4,
-        num_kv_heads=2,
-        max_position_embeddings=128,
-        bos_token_id=1,
-        eos_token_id=(2,),
-    )
-    rng = np.random.default_rng(0)
-
-    def lin(o: int, i: int) -> np.ndarray:
-        return (rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32)
-
-    shapes = {"q": (64, 64), "k": (32, 64), "v": (32, 64), "o": (64, 64), "gate": (96, 64), "up": (96, 64)}
-    layers = [
-        {
-            "input_norm": np.ones(64, np.float32),
-            "post_norm": np.ones(64, np.float32),
-            **{k: lin(*s) for k, s in shapes.items()},
-            "down": lin(64, 96),
-        }
-        for _ in range(2)
-    ]
-    weights = DecoderWeights(
-        embed=(0.3 * rng.standard_normal((len(tokens), 64))).astype(np.float32),
-        norm=np.ones(64, np.float32),
-        layers=layers,
-    )
-    _write_gguf(path, cfg, weights, tokens, merges, [3 if i < 3 else 1 for i in range(len(tokens))])
-    return path
+    t = tiny_llama(hidden=64, intermediate=96)
+    return write_gguf(path, t, encode(gguf_tensors(t), lambda _name: gguf.GGMLQuantizationType.F32))
 
 
 def test_concurrent_conversions_into_one_target(tmp_path: Path) -> None:
