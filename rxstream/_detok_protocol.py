@@ -16,6 +16,7 @@ rebuilt when the tokenizer changes in a way that can change decoding (see :func:
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections import OrderedDict
@@ -62,8 +63,8 @@ class TokenizerProtocol(Protocol):
         ...
 
 
-_SAMPLED_IDS = 64
-"""How many ids (spread over the vocabulary, plus the last 16) the fingerprint reads the token of."""
+_SAMPLED_IDS = 16
+"""How many ids (spread over the vocabulary, plus the last 8) the fingerprint reads the token of."""
 
 
 def hf_fingerprint(tokenizer: Any) -> tuple[Any, ...]:
@@ -78,9 +79,14 @@ def hf_fingerprint(tokenizer: Any) -> tuple[Any, ...]:
     decoder = tokenizer.decoder
     state = None if decoder is None else decoder.__getstate__()
     added = {i: (t.content, t.special) for i, t in tokenizer.get_added_tokens_decoder().items()}
-    step = max(1, size // _SAMPLED_IDS)
-    sample = tuple(tokenizer.id_to_token(i) for i in (*range(0, size, step), *range(max(0, size - 16), size)))
+    sample = tuple(map(tokenizer.id_to_token, _sample_ids(size)))
     return (size, state, added, sample)
+
+
+@functools.lru_cache(maxsize=64)
+def _sample_ids(size: int) -> tuple[int, ...]:
+    step = max(1, size // _SAMPLED_IDS)
+    return (*range(0, size, step), *range(max(0, size - 8), size))
 
 
 class _TableCache:
@@ -111,8 +117,6 @@ class HFTokenizerAdapter:
     def __init__(self, tokenizer: Any, cache: _TableCache | None = None) -> None:
         self.tokenizer = tokenizer
         self._cache = cache if cache is not None else _TableCache()
-        with self._cache.lock:
-            self._refresh()
 
     def _refresh(self) -> None:
         """Drop the tables when the tokenizer changed (called with the lock held)."""
@@ -133,6 +137,9 @@ class HFTokenizerAdapter:
     @property
     def vocab_size(self) -> int:
         """Number of ids, added tokens included (as of the last :meth:`decode_table`)."""
+        if self._cache.fingerprint is None:
+            with self._cache.lock:
+                self._refresh()
         return self._cache.size
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool) -> str:

@@ -6,13 +6,20 @@ Two engines sit behind one class:
   :class:`~rxstream._detok_table.DecodeTable` and go through an incremental UTF-8 decoder that
   holds at most 3 bytes of an incomplete sequence. Bytes that can never become valid UTF-8 are
   emitted at once as U+FFFD (one per maximal invalid subpart) and never retracted.
-* **window** (fallback for decoders no table reproduces): the previous few ids are kept as context,
+* **window** (fallback for decoders no table reproduces; which decoder chains get a table is
+  :class:`rxstream._detok_table._Builder`'s rule): the previous few ids are kept as context,
   ``decode(context + pending)`` is compared with ``decode(context)``, and the new suffix is emitted
   once it does not end in U+FFFD. When the decoded context is not a prefix of the new decode, or
   decodes keep ending in U+FFFD, it waits at most ``cap`` ids and then emits its best text rather
   than raising.
 
 Neither keeps a list of all ids: memory per stream is bounded.
+
+The window is exact when each token's text depends on a bounded number of tokens before it and
+decoded text never changes when tokens follow (:func:`rxstream._detok_table.window_limit`). For
+decoder chains beyond that (a multi-character ``Replace`` after ``Fuse``...) no bounded state is
+exact: the window is used, best effort, and construction warns with :class:`InexactDecoderWarning`.
+Skipped special ids never enter the window (``decode`` removes them before its decoder runs).
 
 Invalid UTF-8 is where the stream and ``tokenizer.decode`` may differ: Hugging Face's ByteFallback
 decoder turns a whole run of byte tokens into U+FFFD (one per byte) when any byte of it is
@@ -487,6 +494,10 @@ class StreamDetokenizer:
         TypeError: for an unsupported tokenizer, or ``prompt_ids`` that are not integer ids.
         ValueError: for a bad ``window``/``cap``, or an out-of-vocabulary id in ``prompt_ids``
             (``push`` raises the same for out-of-vocabulary ids).
+
+    Warns:
+        InexactDecoderWarning: when the tokenizer's decoder chain cannot be streamed exactly by
+            any bounded state (see the module docstring); the text is then decoded over a window.
     """
 
     __slots__ = ("engine", "exact", "finish", "push_many", "push_one", "tokenizer")
@@ -502,6 +513,7 @@ class StreamDetokenizer:
     ) -> None:
         if window < 1 or cap < 1:
             raise ValueError(f"StreamDetokenizer: window and cap must be >= 1, got {window}, {cap}")
+        skip_special_tokens = bool(skip_special_tokens)
         tok = as_detok_tokenizer(tokenizer)
         self.tokenizer: TokenizerProtocol = tok
         prompt = prompt_tuple(prompt_ids, "StreamDetokenizer")
