@@ -58,7 +58,12 @@ def detokenize(
     character becomes U+FFFD).
 
     The concatenated output equals ``tokenizer.decode(ids, skip_special_tokens=...)`` whenever the
-    ids' bytes are valid UTF-8. Where they are not, one difference is deliberate: Hugging Face's
+    ids' bytes are valid UTF-8, for every decoder chain but those no bounded state can stream
+    exactly (steps after ``Fuse`` that reach arbitrarily far back, such as ``Replace("  ", " ")``):
+    those are decoded over a window, best effort, with an ``InexactDecoderWarning`` at
+    construction (docs/SEMANTICS.md §4). The tokenizer is read when the operator is built and
+    again at each subscription: a change to it (decoder, added or special tokens) applies to
+    subscriptions made after it. Where they are not, one difference is deliberate: Hugging Face's
     ``ByteFallback`` decoder turns a whole run of ``<0xXX>`` tokens into U+FFFD (one per byte) as
     soon as any byte of the run is invalid, complete characters included; the stream has already
     emitted those characters and never retracts text, so it shows one U+FFFD per invalid part

@@ -6,13 +6,20 @@ Two engines sit behind one class:
   :class:`~rxstream._detok_table.DecodeTable` and go through an incremental UTF-8 decoder that
   holds at most 3 bytes of an incomplete sequence. Bytes that can never become valid UTF-8 are
   emitted at once as U+FFFD (one per maximal invalid subpart) and never retracted.
-* **window** (fallback for decoders no table reproduces): the previous few ids are kept as context,
+* **window** (fallback for decoders no table reproduces; which decoder chains get a table is
+  :class:`rxstream._detok_table._Builder`'s rule): the previous few ids are kept as context,
   ``decode(context + pending)`` is compared with ``decode(context)``, and the new suffix is emitted
   once it does not end in U+FFFD. When the decoded context is not a prefix of the new decode, or
   decodes keep ending in U+FFFD, it waits at most ``cap`` ids and then emits its best text rather
   than raising.
 
 Neither keeps a list of all ids: memory per stream is bounded.
+
+The window is exact when each token's text depends on a bounded number of tokens before it and
+decoded text never changes when tokens follow (:func:`rxstream._detok_table.window_limit`). For
+decoder chains beyond that (a multi-character ``Replace`` after ``Fuse``...) no bounded state is
+exact: the window is used, best effort, and construction warns with :class:`InexactDecoderWarning`.
+Skipped special ids never enter the window (``decode`` removes them before its decoder runs).
 
 Invalid UTF-8 is where the stream and ``tokenizer.decode`` may differ: Hugging Face's ByteFallback
 decoder turns a whole run of byte tokens into U+FFFD (one per byte) when any byte of it is
@@ -23,6 +30,7 @@ never retracts text (one U+FFFD per maximal invalid part, as Python's ``errors="
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -31,6 +39,7 @@ from ._detok_protocol import TokenizerProtocol, as_detok_tokenizer
 from ._detok_table import DecodeTable
 
 __all__ = [
+    "InexactDecoderWarning",
     "StreamDetokenizer",
     "TableEngine",
     "as_token_id",
@@ -40,6 +49,12 @@ __all__ = [
 ]
 
 _REPLACEMENT = "\ufffd"
+
+
+class InexactDecoderWarning(RuntimeWarning):
+    """A tokenizer's decoder chain cannot be streamed exactly: some step sees the whole decoded
+    text at once, so text already emitted can change when tokens follow, or depends on text
+    arbitrarily far back (see :func:`rxstream._detok_table.window_limit`)."""
 
 
 def incomplete_utf8_start(buf: bytes) -> int:
@@ -318,11 +333,17 @@ class TableEngine:
 class _WindowEngine:
     """Windowed re-decode fallback for decoders without an exact table."""
 
-    __slots__ = ("_cap", "_ctx", "_done", "_n", "_pend", "_skip", "_tok", "_window")
+    __slots__ = ("_cap", "_ctx", "_done", "_n", "_pend", "_skip", "_skipped", "_tok", "_window")
 
     def __init__(self, tok: TokenizerProtocol, skip_special_tokens: bool, window: int, cap: int) -> None:
         self._tok = tok
         self._skip = skip_special_tokens
+        # Skipped special ids are removed before the decoder runs: they never enter the window
+        # (a run of them would otherwise push the context the decoder needs out of it).
+        special_ids = getattr(tok, "special_ids", None)
+        self._skipped: frozenset[int] = (
+            special_ids() if skip_special_tokens and callable(special_ids) else frozenset()
+        )
         self._n = tok.vocab_size
         self._window = window
         self._cap = cap
@@ -342,7 +363,8 @@ class _WindowEngine:
         for i in prompt_ids:
             if not (0 <= i < self._n):
                 raise out_of_vocab(i, self._n)
-        ids = list(prompt_ids[-(self._window + 6) :])
+        kept = [i for i in prompt_ids if i not in self._skipped] if self._skipped else prompt_ids
+        ids = list(kept[-(self._window + 6) :])
         n = len(ids)
         back, text = self._clean_start(ids, max(0, n - self._window))
         if text.endswith(_REPLACEMENT):
@@ -371,11 +393,25 @@ class _WindowEngine:
         decode would then differ from the real text; starting at that character's end (or, when
         the window is too short for that, at its start) avoids that.
         """
-        text = self._decode(ids[start:]) if start or full is None else full
+        if start or full is None:
+            try:
+                text = self._decode(ids[start:])
+            except RuntimeError:  # the decoder fails on this window's text alone: start earlier
+                for back in range(start - 1, -1, -1):
+                    try:
+                        return back, self._decode(ids[back:])
+                    except RuntimeError:
+                        continue
+                raise
+        else:
+            text = full
         if not start or not text.startswith(_REPLACEMENT):
             return start, text
         for back in (*range(start + 1, min(start + 4, len(ids))), *range(start - 1, max(start - 4, -1), -1)):
-            cand = self._decode(ids[back:])
+            try:
+                cand = self._decode(ids[back:])
+            except RuntimeError:
+                continue
             if not cand.startswith(_REPLACEMENT):
                 return back, cand
         return start, text
@@ -384,9 +420,18 @@ class _WindowEngine:
         """Text completed by one id."""
         if not (0 <= i < self._n):
             raise out_of_vocab(i, self._n)
+        if i in self._skipped:
+            return ""
         self._pend.append(i)
-        full = self._decode(self._ctx + self._pend)
         at_cap = len(self._pend) >= self._cap
+        try:
+            full = self._decode(self._ctx + self._pend)
+        except RuntimeError:
+            # Some decoders fail on some text (a Strip of more characters than there are): the
+            # ids that follow may make it decodable; past ``cap`` ids the failure is the answer.
+            if at_cap:
+                raise
+            return ""
         done = self._done
         if full.startswith(done):
             stable = len(full) if at_cap else len(full.rstrip(_REPLACEMENT))
@@ -449,6 +494,10 @@ class StreamDetokenizer:
         TypeError: for an unsupported tokenizer, or ``prompt_ids`` that are not integer ids.
         ValueError: for a bad ``window``/``cap``, or an out-of-vocabulary id in ``prompt_ids``
             (``push`` raises the same for out-of-vocabulary ids).
+
+    Warns:
+        InexactDecoderWarning: when the tokenizer's decoder chain cannot be streamed exactly by
+            any bounded state (see the module docstring); the text is then decoded over a window.
     """
 
     __slots__ = ("engine", "exact", "finish", "push_many", "push_one", "tokenizer")
@@ -464,6 +513,7 @@ class StreamDetokenizer:
     ) -> None:
         if window < 1 or cap < 1:
             raise ValueError(f"StreamDetokenizer: window and cap must be >= 1, got {window}, {cap}")
+        skip_special_tokens = bool(skip_special_tokens)
         tok = as_detok_tokenizer(tokenizer)
         self.tokenizer: TokenizerProtocol = tok
         prompt = prompt_tuple(prompt_ids, "StreamDetokenizer")
@@ -474,6 +524,15 @@ class StreamDetokenizer:
             if prompt:
                 engine.seed(prompt)
         else:
+            limit_of = getattr(tok, "window_limit", None)
+            limit = limit_of() if callable(limit_of) else None
+            if limit:
+                warnings.warn(
+                    f"detokenize: the tokenizer's decoder cannot be streamed exactly ({limit}); the "
+                    "text is decoded over a window of ids and may differ from tokenizer.decode",
+                    InexactDecoderWarning,
+                    stacklevel=2,
+                )
             engine = _WindowEngine(tok, skip_special_tokens, window, cap)
             if prompt:
                 engine.seed(prompt)

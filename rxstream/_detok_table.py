@@ -16,8 +16,11 @@ into, plus the few context rules a decoder applies beyond single tokens:
 
 :func:`table_from_hf` builds one from a ``tokenizers.Tokenizer`` by reading its decoder
 configuration. It returns ``None`` when the decoder does something a per-id table cannot
-reproduce exactly (``BPEDecoder`` and ``CTC``, regex ``Replace``, a ``Strip`` of trailing characters
-of the whole output, an unknown decoder); the caller then falls back to a windowed decode.
+reproduce exactly: any step that sees text spanning tokens (after ``Fuse``/``ByteLevel``, anything
+but a ``Strip`` of leading characters; after ``ByteFallback``, anything but one ``Metaspace`` and
+``Fuse``), ``BPEDecoder`` (its last token differs) and ``CTC`` (it merges repeated tokens), regex
+``Replace``, a ``Strip`` the Rust decoder fails on for some token, an unknown decoder (see
+:class:`_Builder` for the exact rule). The caller then falls back to a windowed decode.
 """
 
 from __future__ import annotations
@@ -28,9 +31,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DecodeTable", "bytelevel_char_to_byte", "table_from_hf", "table_from_token_bytes"]
+__all__ = [
+    "DecodeTable",
+    "byte_token_value",
+    "bytelevel_char_to_byte",
+    "table_from_hf",
+    "table_from_token_bytes",
+    "window_limit",
+]
 
-_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+_BYTE_TOKEN = re.compile(r"<0x(\+[0-9A-Fa-f]|[0-9A-Fa-f]{2})>")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -123,13 +133,35 @@ class _Unsupported(Exception):
 
 Form = str | bytes
 
+# Where a decoder chain stands, as the list of strings the ``tokenizers`` decoders pass along:
+_TOKENS = 0  # one string per (non-skipped) token
+_RUNS = 1  # after ByteFallback: each run of byte tokens is one string (U+FFFD per byte if invalid)
+_FUSED = 2  # after Fuse or ByteLevel: one string, the whole output
+
 
 class _Builder:
-    """Runs the per-token steps of a decoder chain over the two forms (first, later) of a token."""
+    """Runs the per-token steps of a decoder chain over the two forms (first, later) of a token.
+
+    The ``tokenizers`` decoders transform a list of strings, one per token to begin with. A
+    per-id table reproduces a chain exactly only while every step acts on each token on its own
+    (its first or later form); once the list has been fused into one string (``Fuse``,
+    ``ByteLevel``) a step sees text that spans tokens. The accepted chains are:
+
+    * any number of ``Replace`` (string pattern), ``Strip``, ``Metaspace`` and ``WordPiece``
+      steps on single tokens, in any order;
+    * then optionally ``ByteLevel`` or ``ByteFallback``; after ``ByteFallback`` at most one
+      ``Metaspace`` (it sees a run of byte tokens as one string: :attr:`DecodeTable.run_rep`);
+    * then optionally ``Fuse``; after fusing, ``Replace`` of a single character (unless bytes were
+      converted before: their bytes may spell it), then one ``Strip`` of leading characters of
+      the whole output (``stop`` 0: :attr:`DecodeTable.strip_char`), and further ``Fuse`` steps.
+
+    Everything else (regex ``Replace``, ``CTC``, ``BPEDecoder``, any other step after fusing or
+    after byte conversion, a ``Strip`` that makes the Rust decoder fail on some token, an unknown
+    decoder) raises :class:`_Unsupported`: the detokenizer then decodes a window of ids instead.
+    """
 
     def __init__(self, steps: list[Mapping[str, Any]]) -> None:
         self.steps = steps
-        self.fused = False
         self.strip_char = ""
         self.strip_count = 0
         self.first_differs = False
@@ -140,56 +172,59 @@ class _Builder:
 
     def _check(self) -> None:
         """Validate the chain once and record whole-output rules."""
-        fused = False
-        after_bytes = False
+        stage = _TOKENS
+        after_bytes = False  # ByteFallback or ByteLevel ran: tokens' bytes may spell characters
+        ended = False  # a whole-output Strip was applied: nothing but Fuse may follow
         for step in self.steps:
             kind = step.get("type")
-            if kind == "Replace":
-                pattern = step.get("pattern", {})
-                if "String" not in pattern or after_bytes:
-                    raise _Unsupported("regex Replace or Replace after byte conversion")
-            elif kind == "ByteFallback":
-                after_bytes = True
-            elif kind == "ByteLevel":
-                if after_bytes:
-                    raise _Unsupported("ByteLevel after byte conversion")
-                after_bytes = True
-                fused = True
-            elif kind == "Fuse":
-                fused = True
-            elif kind == "Strip":
-                if fused:
-                    if int(step.get("stop", 0)) > 0 or self.strip_count:
-                        raise _Unsupported("Strip of trailing characters of the whole output")
+            if kind == "Fuse":
+                stage = _FUSED
+                continue
+            if ended:
+                raise _Unsupported(f"{kind} after a Strip of the whole output")
+            if stage == _FUSED:
+                if kind == "Replace" and not after_bytes and _single_char_pattern(step):
+                    continue  # one character replaced in the fused text = in each token's text
+                if kind == "Strip" and int(step.get("stop", 0)) == 0:
                     self._whole_strips.add(id(step))
                     self.strip_char = str(step["content"])
                     self.strip_count = int(step.get("start", 0))
-                elif after_bytes:
-                    raise _Unsupported("per-token Strip after byte conversion")
-            elif kind == "Metaspace":
-                if fused:
-                    raise _Unsupported("Metaspace after fusing")
+                    ended = True
+                    continue
+                raise _Unsupported(f"{kind} after the output was fused into one string")
+            if kind == "Metaspace":
                 if _metaspace_drops_first(step):
                     self.first_differs = True
-                if after_bytes:
+                if stage == _RUNS:
                     # A run of byte tokens is one string by now: if its bytes spell the
                     # replacement character, this step rewrites it like any other token's.
                     if self.run_rep:
-                        raise _Unsupported("two Metaspace steps after byte conversion")
+                        raise _Unsupported("two Metaspace steps after ByteFallback")
                     self.run_rep = str(step.get("replacement", "▁"))
                     self.run_rep_drop_first = _metaspace_drops_first(step)
+                continue
+            if stage == _RUNS:
+                raise _Unsupported(f"{kind} after ByteFallback")
+            if kind == "Replace":
+                if "String" not in step.get("pattern", {}):
+                    raise _Unsupported("regex Replace")
             elif kind == "WordPiece":
-                if fused or after_bytes:
-                    raise _Unsupported("WordPiece after fusing or byte conversion")
                 self.first_differs = True
-            else:
+            elif kind == "ByteFallback":
+                stage = _RUNS
+                after_bytes = True
+            elif kind == "ByteLevel":
+                stage = _FUSED
+                after_bytes = True
+            elif kind != "Strip":
                 raise _Unsupported(f"decoder {kind!r}")
-        self.fused = fused
 
-    def forms(self, token: str) -> tuple[bytes, bytes]:
-        """The (first, later) bytes of one token string."""
+    def forms(self, token: str) -> tuple[bytes, bytes, bool]:
+        """The (first, later) bytes of one token string, and whether ``ByteFallback`` made it a
+        byte (both forms alike; :class:`_Unsupported` when only one form is a byte)."""
         first: Form = token
         later: Form = token
+        is_byte = False
         for step in self.steps:
             kind = step["type"]
             if kind == "Replace":
@@ -202,6 +237,9 @@ class _Builder:
             elif kind == "ByteFallback":
                 first = _byte_fallback(first)
                 later = _byte_fallback(later)
+                if isinstance(first, bytes) != isinstance(later, bytes):
+                    raise _Unsupported("a token that is a byte token in one position only")
+                is_byte = isinstance(later, bytes)
             elif kind == "ByteLevel":
                 first = _bytelevel(first)
                 later = _bytelevel(later)
@@ -222,7 +260,13 @@ class _Builder:
                 if step.get("cleanup", True):
                     first = _cleanup(first)
                     later = _cleanup(later)
-        return _to_bytes(first), _to_bytes(later)
+        return _to_bytes(first), _to_bytes(later), is_byte
+
+
+def _single_char_pattern(step: Mapping[str, Any]) -> bool:
+    """Whether a Replace step's pattern is a string of exactly one character."""
+    pattern = step.get("pattern", {})
+    return "String" in pattern and len(str(pattern["String"])) == 1
 
 
 def _metaspace_drops_first(step: Mapping[str, Any]) -> bool:
@@ -237,11 +281,23 @@ def _to_bytes(form: Form) -> bytes:
     return form if isinstance(form, bytes) else form.encode("utf-8")
 
 
+def byte_token_value(token: str) -> int | None:
+    """The byte a ``ByteFallback`` decoder turns ``token`` into (``<0xXX>``), or ``None``.
+
+    As the Rust decoder: 6 bytes, ``<0x`` + two characters that parse as a hexadecimal ``u8``
+    (a leading ``+`` included) + ``>``.
+    """
+    if len(token) != 6:
+        return None
+    m = _BYTE_TOKEN.fullmatch(token)
+    return int(m.group(1), 16) if m is not None else None
+
+
 def _byte_fallback(form: Form) -> Form:
-    if isinstance(form, str) and len(form) == 6:
-        m = _BYTE_TOKEN.fullmatch(form)
-        if m is not None:
-            return bytes((int(m.group(1), 16),))
+    if isinstance(form, str):
+        value = byte_token_value(form)
+        if value is not None:
+            return bytes((value,))
     return form
 
 
@@ -255,6 +311,8 @@ def _bytelevel(form: Form) -> bytes:
 
 
 def _strip(form: Form, step: Mapping[str, Any]) -> Form:
+    """One token through the Rust ``Strip`` decoder (which panics where the cuts cross or run past
+    the start of the token: then no table reproduces ``decode``)."""
     if not isinstance(form, str):
         return form
     content = str(step["content"])
@@ -265,8 +323,14 @@ def _strip(form: Form, step: Mapping[str, Any]) -> Form:
     while cut < min(start, len(chars)) and chars[cut] == content:
         cut += 1
     end = len(chars)
-    while stop > 0 and end > cut and chars[end - 1] == content and len(chars) - end < stop:
-        end -= 1
+    for i in range(stop):
+        if i >= len(chars):
+            raise _Unsupported("Strip fails on a token (stop beyond its start)")
+        if chars[len(chars) - i - 1] != content:
+            break
+        end = len(chars) - i - 1
+    if cut > end:
+        raise _Unsupported("Strip fails on a token (start and stop cuts cross)")
     return "".join(chars[cut:end])
 
 
@@ -292,14 +356,7 @@ def table_from_hf(tokenizer: Any, skip_special_tokens: bool) -> DecodeTable | No
         tokenizer: a ``tokenizers.Tokenizer``.
         skip_special_tokens: whether special tokens vanish (as in ``decode(..., skip_special_tokens)``).
     """
-    decoder = tokenizer.decoder
-    decoder_json: Mapping[str, Any] | None
-    if decoder is None:
-        decoder_json = None
-    else:
-        state = decoder.__getstate__()
-        decoder_json = json.loads(state if isinstance(state, str) else bytes(state).decode("utf-8"))
-    steps = _decoder_steps(decoder_json)
+    steps = _hf_steps(tokenizer)
     try:
         builder = _Builder(steps or [])
     except _Unsupported:
@@ -327,9 +384,12 @@ def table_from_hf(tokenizer: Any, skip_special_tokens: bool) -> DecodeTable | No
             first[i] = raw
             later[i] = b" " + raw
             continue
-        if builder.run_rep and len(token) == 6 and _BYTE_TOKEN.fullmatch(token):
+        try:
+            f, lt, is_byte = builder.forms(token)
+        except _Unsupported:
+            return None
+        if builder.run_rep and is_byte:
             run_ids.add(i)
-        f, lt = builder.forms(token)
         first[i] = f
         later[i] = lt
     return DecodeTable(
@@ -342,3 +402,65 @@ def table_from_hf(tokenizer: Any, skip_special_tokens: bool) -> DecodeTable | No
         run_rep=builder.run_rep,
         run_rep_drop_first=builder.run_rep_drop_first,
     )
+
+
+def _hf_steps(tokenizer: Any) -> list[Mapping[str, Any]] | None:
+    decoder = tokenizer.decoder
+    if decoder is None:
+        return None
+    state = decoder.__getstate__()
+    return _decoder_steps(json.loads(state if isinstance(state, str) else bytes(state).decode("utf-8")))
+
+
+def window_limit(tokenizer: Any) -> str | None:
+    """Why a windowed decode cannot reproduce ``decode`` of a ``tokenizers.Tokenizer`` exactly,
+    or ``None`` when it can.
+
+    A window of the last few ids reproduces ``decode`` when each token's text depends on a bounded
+    number of tokens before it and text once decoded never changes when tokens follow: every step
+    acts on single tokens (``Replace``, ``Strip``, ``Metaspace``, ``WordPiece``, ``CTC``,
+    ``ByteLevel``, ``ByteFallback``; ``BPEDecoder`` as the first step when its suffix only ends
+    tokens), after ``ByteFallback`` only ``Metaspace`` and single-character ``Replace``, and after
+    fusing (``Fuse``, ``ByteLevel``) only ``Strip``, ``Metaspace`` and single-character ``Replace``.
+    Other steps that see the fused text can depend on text
+    arbitrarily far back (``Replace("  ", " ")`` halves a run of spaces of any length) or rewrite
+    text already decoded (a ``ByteLevel`` after ``Fuse`` maps the whole output to bytes or not at
+    all), which no bounded window reproduces.
+    """
+    steps = _hf_steps(tokenizer)
+    if steps is None:
+        return None
+    stage = _TOKENS
+    for n, step in enumerate(steps):
+        kind = step.get("type")
+        if kind == "Fuse":
+            stage = _FUSED
+        elif stage == _FUSED:
+            if kind == "Replace":
+                if not _single_char_pattern(step):
+                    return "a Replace of more than one character (or a regex) after the output was fused"
+            elif kind not in ("Strip", "Metaspace"):
+                return f"{kind} after the output was fused into one string"
+        elif stage == _RUNS:
+            if kind == "Replace":
+                if not _single_char_pattern(step):
+                    return "a Replace of more than one character (or a regex) after ByteFallback"
+            elif kind != "Metaspace":
+                return f"{kind} after ByteFallback"
+        elif kind == "ByteFallback":
+            stage = _RUNS
+        elif kind == "ByteLevel":
+            stage = _FUSED
+        elif kind == "BPEDecoder":
+            suffix = str(step.get("suffix", "</w>"))
+            if n > 0 or not suffix:
+                return "BPEDecoder after another step"
+            size = tokenizer.get_vocab_size(with_added_tokens=True)
+            for i in range(size):
+                token = tokenizer.id_to_token(i) or ""
+                k = token.find(suffix)
+                if k >= 0 and k != len(token) - len(suffix):
+                    return f"BPEDecoder suffix {suffix!r} inside token {token!r}"
+        elif kind not in ("Replace", "Strip", "Metaspace", "WordPiece", "CTC"):
+            return f"decoder {kind!r}"
+    return None

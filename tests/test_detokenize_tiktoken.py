@@ -78,3 +78,24 @@ def test_named_encodings_when_available_offline(name: str) -> None:
     ids = enc.encode(text)
     det = StreamDetokenizer(enc)
     assert "".join(det.push(i) for i in ids) + det.finish() == enc.decode(ids)
+
+
+def test_tables_do_not_keep_the_encoding_alive_and_are_per_encoding() -> None:
+    """Two encodings (one a copy with other special ids) get their own tables; an encoding is
+    not kept alive by the detokenizer's cache once its detokenizers are gone."""
+    import gc
+    import weakref
+
+    base = local_encoding()
+    other = tiktoken.Encoding("rxstream-test-copy", pat_str=GPT2_PATTERN,
+                              mergeable_ranks=base._mergeable_ranks,
+                              special_tokens={"<|other|>": base.n_vocab})
+    ids = [*base.encode("naïve café 日本語"), base.n_vocab]
+    for skip in (True, False):
+        det = StreamDetokenizer(other, skip_special_tokens=skip)
+        out = "".join(det.push(i) for i in ids) + det.finish()
+        assert out == other.decode(ids[:-1]) + ("" if skip else "<|other|>")
+    ref = weakref.ref(other)
+    del det, other
+    gc.collect()
+    assert ref() is None

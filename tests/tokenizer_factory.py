@@ -14,6 +14,7 @@ import random
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
@@ -26,6 +27,7 @@ __all__ = [
     "byte_tokenizer",
     "bytelevel",
     "corpus",
+    "decoder_sweep_base",
     "llama",
     "llama_windowed",
     "metaspace",
@@ -246,3 +248,50 @@ def all_tokenizers() -> dict[str, Tokenizer]:
         "unigram": unigram(),
         "wordpiece": wordpiece(),
     }
+
+
+SWEEP_SPECIAL = ("<s>", "</s>", "<pad>")
+"""Special tokens of every :func:`decoder_sweep_base` tokenizer."""
+SWEEP_ADDED = ("<tool>", "x\u2581y", "##ab", "</w>")
+"""Added, non-special tokens of every :func:`decoder_sweep_base` tokenizer (they go through the
+decoder too: ``▁``, ``##`` and ``</w>`` inside them meet Metaspace, WordPiece and BPEDecoder)."""
+SWEEP_BASES = ("llama", "wordpiece", "bytelevel", "mixed")
+
+
+@functools.cache
+def _mixed_vocab() -> tuple[str, ...]:
+    """Token strings from every trained family, plus pieces the decoders act on (``</w>``
+    suffixes, CTC delimiters and repeats, strip and replace characters, runs of ``▁``)."""
+    names: dict[str, None] = {}
+    for tok in (llama(), wordpiece(), bytelevel()):
+        vocab = tok.get_vocab(with_added_tokens=False)
+        for token, _ in sorted(vocab.items(), key=lambda kv: kv[1])[:700]:
+            names[token] = None
+    for b in range(256):
+        names[f"<0x{b:02X}>"] = None
+    for extra in ("\u2581", "\u2581\u2581", " ", "  ", "|", "a", "a</w>", "b</w>", "de</w>", "</w>x",
+                  "##", "<0x", "41>", "<0x+A>", "\u2581a\u2581", "Ġ", "ĠĠ", " ' ", " .", " n't", "\ufffd"):
+        names[extra] = None
+    return tuple(names)
+
+
+@functools.cache
+def _sweep_json(base: str) -> str:
+    if base == "mixed":
+        tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(_mixed_vocab())}, unk_token="a"))
+    else:
+        trained = {"llama": llama, "wordpiece": wordpiece, "bytelevel": bytelevel}[base]()
+        tok = Tokenizer.from_str(trained.to_str())
+    tok.add_special_tokens(list(SWEEP_SPECIAL))
+    tok.add_tokens([AddedToken(t, normalized=False) for t in SWEEP_ADDED])
+    return tok.to_str()
+
+
+def decoder_sweep_base(base: str, decoder: Any) -> Tokenizer:
+    """A fresh tokenizer (a new object every call) with the vocabulary of ``base`` (one of
+    :data:`SWEEP_BASES`: a trained family, or ``"mixed"``, a WordLevel vocabulary that holds tokens
+    of all of them, byte tokens and pieces the decoders act on), :data:`SWEEP_SPECIAL` and
+    :data:`SWEEP_ADDED`, and ``decoder`` (a ``tokenizers.decoders`` object, or None for none)."""
+    tok = Tokenizer.from_str(_sweep_json(base))
+    tok.decoder = decoder
+    return tok
