@@ -187,3 +187,24 @@ def test_show_tokens_places_ids_before_line_breaks_and_shows_no_empty_brackets(
     out, _ = capsys.readouterr()
     assert "[]" not in out
     assert re.sub(r"\[\d+(?: \d+)*\]", "", out) == full[: full.index(cut)] + "\n"
+
+
+def test_chat_samples_as_the_model_says_unless_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    directory = build_tiny_model(tmp_path / "sampling", seed=4)
+    greedy = expected_text(directory, "hello", 20)
+    config_file = directory / "generation_config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "do_sample": True, "temperature": 1.5}))
+    outs = set()
+    for seed in range(3):
+        assert (
+            main(["chat", "hello", "--model", str(directory), "--max-tokens", "20", "--seed", str(seed)]) == 0
+        )
+        outs.add(capsys.readouterr().out)
+    assert len(outs) > 1 and greedy + "\n" not in outs  # the model's temperature 1.5 was used
+    assert main(["chat", "hello", "--model", str(directory), "--max-tokens", "20", "--temperature", "0"]) == 0
+    assert capsys.readouterr().out == greedy + "\n"

@@ -50,10 +50,19 @@ def add_chat_parser(subparsers: Any) -> None:
         help="replace OLD by NEW in the streamed text (repeatable)",
     )
     p.add_argument("--max-tokens", type=int, default=256, help="token budget (default 256)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    p.add_argument("--top-k", type=int, default=0, help="sample from the k best ids (0 = off)")
-    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0 = off)")
-    p.add_argument("--repetition-penalty", type=float, default=1.0, help="default 1.0 = off")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="0 = greedy; default: the model's own (its generation_config.json, else greedy)",
+    )
+    p.add_argument(
+        "--top-k", type=int, default=None, help="sample from the k best ids (0 = off; default: the model's)"
+    )
+    p.add_argument(
+        "--top-p", type=float, default=None, help="nucleus sampling mass (1.0 = off; default: the model's)"
+    )
+    p.add_argument("--repetition-penalty", type=float, default=None, help="1.0 = off (default: the model's)")
     p.add_argument("--seed", type=int, default=None, help="random seed for reproducible sampling")
     p.add_argument(
         "--provider",
@@ -94,25 +103,29 @@ _OPTIONS = {
 """SamplingParams fields -> the options that set them."""
 
 
-def _sampling(args: argparse.Namespace) -> SamplingParams:
-    """The sampling options as one checked value, before anything loads.
+def _sampling(args: argparse.Namespace) -> dict[str, Any]:
+    """The sampling options the user gave (the model's defaults fill in the rest), checked
+    before anything loads.
 
     Raises:
         ValueError: a bad option, named as the user typed it.
     """
     if args.max_tokens < 1:
         raise ValueError(f"--max-tokens must be >= 1, got {args.max_tokens}")
+    given = {
+        "max_new_tokens": args.max_tokens,
+        "temperature": args.temperature,
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+        "repetition_penalty": args.repetition_penalty,
+        "seed": args.seed,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
     try:
-        return SamplingParams(
-            max_new_tokens=args.max_tokens,
-            temperature=args.temperature,
-            top_k=args.top_k,
-            top_p=args.top_p,
-            repetition_penalty=args.repetition_penalty,
-            seed=args.seed,
-        )
+        SamplingParams(**given)
     except SamplingParamsError as exc:
         raise ValueError(f"{_OPTIONS.get(exc.field, exc.field)} {exc.reason}") from None
+    return given
 
 
 def _read_prompt(args: argparse.Namespace, err: TextIO) -> str | None:
@@ -216,17 +229,7 @@ class _ChatSession:
         args, out = self.args, self.out
         recorder = FinishRecorder()
         answer = _Answer(Finish(FinishReason.CANCELLED), time.perf_counter())
-        p = self.params
-        source = self.model.generate(
-            prompt,
-            max_new_tokens=p.max_new_tokens,
-            temperature=p.temperature,
-            top_k=p.top_k,
-            top_p=p.top_p,
-            repetition_penalty=p.repetition_penalty,
-            seed=p.seed,
-            on_finish=recorder,
-        )
+        source = self.model.generate(prompt, params=self.params, on_finish=recorder)
         stages: list[Callable[[Any], Any]] = [
             ops.do_action(lambda _id: answer.token_times.append(time.perf_counter())),
             detokenize(self.model.tokenizer, prompt_ids=prompt, aligned=args.show_tokens),
@@ -326,7 +329,7 @@ def run_chat(
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        params = _sampling(args)
+        sampling = _sampling(args)
     except ValueError as exc:
         print(f"rxstream chat: {exc}", file=err)
         return 2
@@ -342,6 +345,8 @@ def run_chat(
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"rxstream chat: {exc}", file=err)
         return 1
+    defaults = getattr(model, "default_sampling", None)
+    params = (defaults if isinstance(defaults, SamplingParams) else SamplingParams()).replace(**sampling)
     session = _ChatSession(model, args, params, out, err)
     if interactive:
         if read is None:
