@@ -297,3 +297,17 @@ def test_ctrl_c_ends_open_streams_cleanly_and_at_once(tmp_path: Path) -> None:
     assert events[-1]["choices"][0]["finish_reason"] is None  # cancelled: neither stop nor length
     assert sum(1 for _ in events) < 2000
     assert code == 130
+
+
+def test_binds_loopback_by_default(server: ServeProcess) -> None:
+    """Started without --host, the server listens on 127.0.0.1 only (not reachable from other
+    machines); the README says how to expose it."""
+    from rxstream.cli import build_parser
+
+    assert build_parser().parse_args(["serve"]).host == "127.0.0.1"
+    assert server.url.startswith("http://127.0.0.1:")
+    with pytest.raises(OSError):  # nothing listens on this machine's other addresses
+        own = socket.gethostbyname(socket.gethostname())
+        if own.startswith("127."):
+            raise OSError("no other address to try")
+        socket.create_connection((own, server.address[1]), timeout=2).close()
