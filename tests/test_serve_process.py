@@ -306,8 +306,3 @@ def test_binds_loopback_by_default(server: ServeProcess) -> None:
 
     assert build_parser().parse_args(["serve"]).host == "127.0.0.1"
     assert server.url.startswith("http://127.0.0.1:")
-    with pytest.raises(OSError):  # nothing listens on this machine's other addresses
-        own = socket.gethostbyname(socket.gethostname())
-        if own.startswith("127."):
-            raise OSError("no other address to try")
-        socket.create_connection((own, server.address[1]), timeout=2).close()
