@@ -17,8 +17,9 @@ from typing import BinaryIO
 
 import numpy as np
 
-from rxstream.backends._gguf import GgufModel, read_gguf
-from rxstream.backends._pull import _locked, _Progress, _remove, _remove_stale, _temp_name
+from rxstream.backends.convert._cache import locked, remove, remove_stale, temp_name
+from rxstream.backends.convert._gguf import GgufModel, read_gguf
+from rxstream.backends.convert._progress import Progress
 
 __all__ = ["export_hf_folder", "write_safetensors"]
 
@@ -54,13 +55,13 @@ def write_safetensors(path: Path, tensors: Mapping[str, np.ndarray]) -> None:
 def _atomic_file(path: Path) -> Iterator[BinaryIO]:
     """Write ``path`` through a hidden temporary sibling renamed over it at the end: an interrupted
     write never leaves a truncated file under the final name."""
-    tmp = _temp_name(path)
+    tmp = temp_name(path)
     try:
         with tmp.open("wb") as f:
             yield f
         os.replace(tmp, path)
     finally:
-        _remove(tmp)
+        remove(tmp)
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -79,9 +80,9 @@ def export_hf_folder(gguf_path: str | Path, out: str | Path) -> Path:
     model = read_gguf(gguf_path)
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)
-    with _locked(target, _Progress(False)):
+    with locked(target, Progress(False)):
         for name in _FILES:
-            _remove_stale(target / name)
+            remove_stale(target / name)
         _export(model, target)
     return target
 

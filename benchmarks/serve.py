@@ -83,7 +83,7 @@ def choose_model(requested: str, workdir: Path) -> tuple[str, str]:
     if requested != "auto":
         return requested, requested
     from rxstream.backends import default_cache_dir
-    from rxstream.backends._pull import KNOWN_MODELS
+    from rxstream.backends.convert import KNOWN_MODELS
 
     directory = default_cache_dir() / "models" / f"{KNOWN_MODELS['smollm2'].dirname}-fp32"
     if (directory / ".complete").is_file():

@@ -204,13 +204,13 @@ def test_eos_from_generation_config(tiny_dir: Path, tmp_path: Path) -> None:
 
 def _count_steps(m: OnnxModel, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    original = m._graph.run_bound
+    original = m._session.run_bound
 
     def counting(*args: Any, **kw: Any) -> Any:
         calls.append(1)
         return original(*args, **kw)
 
-    monkeypatch.setattr(m._graph, "run_bound", counting)
+    monkeypatch.setattr(m._session, "run_bound", counting)
     return calls
 
 
@@ -281,7 +281,7 @@ def test_failure_goes_to_on_error_with_error_finish(tiny_dir: Path, monkeypatch:
     def broken(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(m._graph, "run_bound", broken)
+    monkeypatch.setattr(m._session, "run_bound", broken)
     rec = FinishRecorder()
     errors: list[BaseException] = []
     done = threading.Event()
@@ -290,6 +290,42 @@ def test_failure_goes_to_on_error_with_error_finish(tiny_dir: Path, monkeypatch:
     assert isinstance(errors[0], RuntimeError)
     assert rec.finish is not None and rec.finish.reason is FinishReason.ERROR
     assert m.active_generations == 0
+
+
+@pytest.mark.parametrize("reason", [FinishReason.LENGTH, FinishReason.EOS, FinishReason.STOP])
+def test_on_finish_raising_at_the_end_still_ends_the_stream(model: OnnxModel, reason: FinishReason) -> None:
+    """An ``on_finish`` that raises while a run reports its normal end: the stream ends with that
+    error (on_error, once) instead of never terminating."""
+    prompt = prompt_of(model)
+    first = collect(model, prompt, max_new_tokens=1, ignore_eos=True)[0]
+    kwargs: dict[str, Any] = {
+        FinishReason.LENGTH: {"max_new_tokens": 3, "ignore_eos": True},
+        FinishReason.EOS: {"max_new_tokens": 3},
+        FinishReason.STOP: {"max_new_tokens": 3, "stop_token_ids": [first]},
+    }[reason]
+    if reason is FinishReason.EOS:
+        eos_model = OnnxModel.load(model.directory, provider="cpu")
+        eos_model._eos = frozenset({first})
+        model = eos_model
+    seen: list[Finish] = []
+
+    def raising(finish: Finish) -> None:
+        seen.append(finish)
+        raise RuntimeError("on_finish failed")
+
+    errors: list[BaseException] = []
+    completed = threading.Event()
+    ended = threading.Event()
+    model.generate(prompt, on_finish=raising, **kwargs).subscribe(
+        on_error=lambda e: (errors.append(e), ended.set()),
+        on_completed=lambda: (completed.set(), ended.set()),
+    )
+    assert ended.wait(10), "the stream never ended"
+    time.sleep(0.05)
+    assert [f.reason for f in seen] == [reason]
+    assert not completed.is_set()
+    assert len(errors) == 1 and str(errors[0]) == "on_finish failed"
+    assert model.active_generations == 0
 
 
 def test_concurrent_subscriptions_are_independent(model: OnnxModel) -> None:
@@ -452,7 +488,7 @@ def test_stop_disposes_the_generator_at_the_deciding_token(
 
 
 def test_shared_kv_buffer_grows_past_its_first_capacity(model: OnnxModel, gqa_model: OnnxModel) -> None:
-    assert gqa_model._graph.shares_buffer and not model._graph.shares_buffer
+    assert gqa_model._session.shares_buffer and not model._session.shares_buffer
     prompt = prompt_of(model)
     n = 300  # the shared buffer starts at 256 positions and must grow (copying what it holds)
     shared = collect(gqa_model, prompt, max_new_tokens=n, ignore_eos=True)
@@ -502,7 +538,8 @@ def test_spinning_option_sets_the_session_and_keeps_the_ids(
     spinning: bool, gqa_dir: Path, gqa_model: OnnxModel
 ) -> None:
     m = OnnxModel.load(gqa_dir, provider="cpu", threads=2, spinning=spinning)
-    entry = m._graph.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+    options = m._session.session.get_session_options()
+    entry = options.get_session_config_entry("session.intra_op.allow_spinning")
     assert entry == ("1" if spinning else "0")
     prompt = prompt_of(m)
     assert collect(m, prompt, max_new_tokens=12, ignore_eos=True) == collect(
@@ -526,23 +563,23 @@ def test_cuda_uses_the_plain_graph_for_float32_fused_attention(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """ORT's CUDA GroupQueryAttention is float16/bfloat16 only: a float32 GQA model must switch to
     the plain-attention graph on CUDA (checked here by pretending the CPU session is a CUDA one)."""
-    from rxstream.backends import _model
+    from rxstream.backends.onnx import _loader, _session
 
-    assert _model.fused_attention_off_device("cuda", frozenset({"GroupQueryAttention"}), np.float32)
-    assert not _model.fused_attention_off_device("cuda", frozenset({"GroupQueryAttention"}), np.float16)
-    assert not _model.fused_attention_off_device("cpu", frozenset({"GroupQueryAttention"}), np.float32)
-    assert not _model.fused_attention_off_device("cuda", frozenset({"MatMul"}), np.float32)
+    assert _session.fused_attention_off_device("cuda", frozenset({"GroupQueryAttention"}), np.float32)
+    assert not _session.fused_attention_off_device("cuda", frozenset({"GroupQueryAttention"}), np.float16)
+    assert not _session.fused_attention_off_device("cpu", frozenset({"GroupQueryAttention"}), np.float32)
+    assert not _session.fused_attention_off_device("cuda", frozenset({"MatMul"}), np.float32)
 
     directory = build_tiny_model(tmp_path / "gqa", seed=0, attention="gqa")
-    monkeypatch.setattr(_model, "fused_attention_off_device",
+    monkeypatch.setattr(_loader, "fused_attention_off_device",
                         lambda device, graph_ops, dtype: "GroupQueryAttention" in graph_ops)
     model = OnnxModel.load(directory, provider="cpu")
-    assert "GroupQueryAttention" not in model._graph.ops
-    assert model._graph.path.name == "model_plain.onnx"
+    assert "GroupQueryAttention" not in model._session.ops
+    assert model._session.path.name == "model_plain.onnx"
     # the plain graph gives the same greedy answer as the fused one
     monkeypatch.undo()
     reference = OnnxModel.load(directory, provider="cpu")
-    assert "GroupQueryAttention" in reference._graph.ops
+    assert "GroupQueryAttention" in reference._session.ops
     prompt = reference.tokenizer.encode("hello there").ids
     a = model.generate(prompt, max_new_tokens=8).pipe(ops.to_list()).run()
     b = reference.generate(prompt, max_new_tokens=8).pipe(ops.to_list()).run()

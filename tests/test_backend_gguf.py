@@ -17,12 +17,12 @@ from reactivex import operators as ops
 from tokenizers import Tokenizer
 
 from rxstream.backends import OnnxModel
-from rxstream.backends._config import DecoderConfig
-from rxstream.backends._export import MODEL_FILE, write_model_dir
-from rxstream.backends._gguf import read_gguf, unpermute_rope_rows
-from rxstream.backends._graph import DecoderWeights, prepare_initializers
-from rxstream.backends._pull import convert_gguf
-from rxstream.backends._tokenizer import CHATML_TEMPLATE, train_tiny_tokenizer
+from rxstream.backends.convert import convert_gguf
+from rxstream.backends.convert._export import MODEL_FILE, write_model_dir
+from rxstream.backends.convert._gguf import read_gguf, unpermute_rope_rows
+from rxstream.backends.convert._graph import DecoderWeights, prepare_initializers
+from rxstream.backends.convert._tokenizer import CHATML_TEMPLATE, train_tiny_tokenizer
+from rxstream.backends.onnx._config import DecoderConfig
 
 F32 = np.ndarray
 ROW = 256  # a multiple of every ggml block size (32, 64, 128, 256)

@@ -18,9 +18,10 @@ from reactivex import operators as ops
 from reactivex.scheduler import ImmediateScheduler
 
 from rxstream.backends import OnnxModel, build_tiny_model
-from rxstream.backends._config import DecoderConfig
-from rxstream.backends._pull import _COMPLETE, _FORMAT, KNOWN_MODELS
-from rxstream.backends._sampling import Sampler
+from rxstream.backends.convert import KNOWN_MODELS
+from rxstream.backends.convert._pull import _COMPLETE, _FORMAT
+from rxstream.backends.onnx._config import DecoderConfig
+from rxstream.backends.onnx._sampling import Sampler
 
 
 @pytest.fixture(scope="module")

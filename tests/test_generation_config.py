@@ -11,7 +11,7 @@ from reactivex import operators as ops
 
 from rxstream import SamplingParams
 from rxstream.backends import OnnxModel, build_tiny_model
-from rxstream.backends._config import sampling_defaults
+from rxstream.backends.onnx._config import sampling_defaults
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ def _append(path: Path, code: str) -> None:
         ("operators/_stop.py", "from rxstream.backends import OnnxModel", "operators", "backends"),
         ("operators/_stop.py", "from ..backends import OnnxModel", "operators", "backends"),
         ("operators/_replace.py", "from rxstream.cli import main", "operators", "face"),
-        ("backends/_tiny.py", "from rxstream.operators import stop", "backends", "operators"),
+        ("backends/convert/_tiny.py", "from rxstream.operators import stop", "backends", "operators"),
         ("backends/__init__.py", "from ..server import create_app", "backends", "face"),
         ("rxstream/testing/_diagram.py", "from rxstream.server import create_app", "testing", "face"),
         (

@@ -22,7 +22,7 @@ import pytest
 from reactivex import operators as ops
 
 from rxstream.backends import OnnxModel, pull_model
-from rxstream.backends._pull import KNOWN_MODELS, ModelCacheError, convert_gguf
+from rxstream.backends.convert import KNOWN_MODELS, ModelCacheError, convert_gguf
 
 SOURCE = KNOWN_MODELS["smollm2"]
 TARGET = f"{SOURCE.dirname}-fp32"
@@ -373,7 +373,7 @@ def test_a_reused_model_still_sweeps_stale_temporaries(tmp_path: Path) -> None:
     import fcntl
 
     from rxstream.backends import build_tiny_model
-    from rxstream.backends._pull import _COMPLETE, _FORMAT
+    from rxstream.backends.convert._pull import _COMPLETE, _FORMAT
 
     cache = tmp_path / "cache"
     target = build_tiny_model(cache / "models" / TARGET)

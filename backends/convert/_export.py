@@ -12,17 +12,10 @@ import onnx
 from onnx import TensorProto
 from tokenizers import Tokenizer
 
-from ._config import DecoderConfig
+from ..onnx._config import BATCH_MODEL_FILE, DATA_FILE, MODEL_FILE, DecoderConfig
 from ._graph import Attention, build_decoder
 
 __all__ = ["BATCH_MODEL_FILE", "DATA_FILE", "MODEL_FILE", "write_model_dir"]
-
-MODEL_FILE = "model.onnx"
-"""The graph :class:`~rxstream.backends.OnnxModel` loads."""
-BATCH_MODEL_FILE = "model_plain.onnx"
-"""A plain-attention graph over the same weights, for left-padded batches when ``model.onnx`` uses GQA."""
-DATA_FILE = "model.onnx.data"
-"""The external weights file shared by the graphs."""
 
 _ALIGN = 4096
 

