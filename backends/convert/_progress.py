@@ -31,6 +31,20 @@ class Progress:
             )
             self._bar = True
 
+    def bytes_bar(self, label: str, done: int, total: int | None) -> None:
+        """A bar of bytes in MB (``total`` None: unknown size, the count alone)."""
+        if not self.enabled:
+            return
+        mb = 1e6
+        if total:
+            width = 30
+            filled = width * min(done, total) // total
+            shown = f"[{'#' * filled}{'.' * (width - filled)}] {done / mb:.1f}/{total / mb:.1f} MB"
+        else:
+            shown = f"{done / mb:.1f} MB"
+        print(f"\r{label} {shown}", end="", file=self.stream, flush=True)
+        self._bar = True
+
     def _end_bar(self) -> None:
         if self._bar:
             print(file=self.stream, flush=True)

