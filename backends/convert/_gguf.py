@@ -172,72 +172,20 @@ def read_gguf(path: str | Path) -> GgufModel:
     arch = _field(reader, "general.architecture")
     if arch != "llama":
         raise ValueError(f"GGUF {path}: architecture {arch!r} is not supported (only 'llama')")
-    n_heads = int(_required(reader, path, "llama.attention.head_count"))
-    n_kv = int(_field(reader, "llama.attention.head_count_kv", n_heads))
     tokens: list[str] = list(_required(reader, path, "tokenizer.ggml.tokens"))
     merges: list[str] = list(_field(reader, "tokenizer.ggml.merges", []))
     types: list[int] = list(_field(reader, "tokenizer.ggml.token_type", [1] * len(tokens)))
     if _field(reader, "tokenizer.ggml.model") != "gpt2":
         raise ValueError(f"GGUF {path}: only byte-level BPE ('gpt2') tokenizers are supported")
-    eos_id = _field(reader, "tokenizer.ggml.eos_token_id")
-    bos_id = _field(reader, "tokenizer.ggml.bos_token_id")
-    pad_id = _field(reader, "tokenizer.ggml.padding_token_id")
-    config = DecoderConfig(
-        vocab_size=int(_field(reader, "llama.vocab_size", len(tokens))),
-        hidden_size=int(_required(reader, path, "llama.embedding_length")),
-        intermediate_size=int(_required(reader, path, "llama.feed_forward_length")),
-        num_layers=int(_required(reader, path, "llama.block_count")),
-        num_heads=n_heads,
-        num_kv_heads=n_kv,
-        max_position_embeddings=int(_field(reader, "llama.context_length", 2048)),
-        rope_theta=float(_field(reader, "llama.rope.freq_base", 10000.0)),
-        rms_norm_eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon", 1e-5)),
-        tie_word_embeddings=True,
-        bos_token_id=None if bos_id is None else int(bos_id),
-        eos_token_id=() if eos_id is None else (int(eos_id),),
-        pad_token_id=None if pad_id is None else int(pad_id),
-    )
+    config = _config_of(reader, path, len(tokens))
     tensors = {t.name: t for t in reader.tensors}
     _refuse_unsupported_features(reader, path, config, tensors)
-    shapes = _expected_shapes(config, untied="output.weight" in tensors)
-    for name, shape in shapes.items():  # refuse a bad file before dequantizing anything
-        t = tensors.get(name)
-        if t is None:
-            raise ValueError(f"GGUF {path}: tensor {name!r} is missing")
-        got = tuple(int(s) for s in reversed(t.shape.tolist()))
-        if got != shape:
-            raise ValueError(f"GGUF {path}: tensor {name!r} has shape {got}, the metadata implies {shape}")
-        qtype = GGMLQuantizationType(t.tensor_type)
-        if not can_dequantize(qtype):
-            raise ValueError(f"GGUF {path}: {_unsupported(name, qtype)}")
-
-    def get(name: str) -> F32:
-        return dequantize_tensor(tensors[name])
-
-    layers = []
-    for i in range(config.num_layers):
-        p = f"blk.{i}"
-        layers.append(
-            {
-                "input_norm": get(f"{p}.attn_norm.weight"),
-                "q": unpermute_rope_rows(get(f"{p}.attn_q.weight"), n_heads),
-                "k": unpermute_rope_rows(get(f"{p}.attn_k.weight"), n_kv),
-                "v": get(f"{p}.attn_v.weight"),
-                "o": get(f"{p}.attn_output.weight"),
-                "post_norm": get(f"{p}.ffn_norm.weight"),
-                "gate": get(f"{p}.ffn_gate.weight"),
-                "up": get(f"{p}.ffn_up.weight"),
-                "down": get(f"{p}.ffn_down.weight"),
-            }
-        )
-    lm_head = get("output.weight") if "output.weight" in tensors else None
-    if lm_head is not None:
+    _check_tensors(path, config, tensors)
+    weights = _weights_of(config, tensors)
+    if weights.lm_head is not None:
         config = DecoderConfig(
             **{**{f: getattr(config, f) for f in config.__dataclass_fields__}, "tie_word_embeddings": False}
         )
-    weights = DecoderWeights(
-        embed=get("token_embd.weight"), norm=get("output_norm.weight"), lm_head=lm_head, layers=layers
-    )
     special = [i for i, ty in enumerate(types) if ty == 3]
     user = [i for i, ty in enumerate(types) if ty == 4]
     tokenizer = byte_level_bpe(tokens, merges, special_ids=special, user_defined_ids=user)
@@ -251,8 +199,74 @@ def read_gguf(path: str | Path) -> GgufModel:
         weights=weights,
         tokenizer=tokenizer,
         chat_template=None if template is None else str(template),
-        eos_token=text(eos_id),
-        bos_token=text(bos_id),
-        pad_token=text(pad_id),
+        eos_token=text(_field(reader, "tokenizer.ggml.eos_token_id")),
+        bos_token=text(_field(reader, "tokenizer.ggml.bos_token_id")),
+        pad_token=text(_field(reader, "tokenizer.ggml.padding_token_id")),
         name=str(_field(reader, "general.name", Path(path).stem)),
+    )
+
+
+def _config_of(reader: GGUFReader, path: str | Path, n_tokens: int) -> DecoderConfig:
+    """The decoder's shape from the ``llama.*`` and ``tokenizer.ggml.*`` metadata."""
+    n_heads = int(_required(reader, path, "llama.attention.head_count"))
+    eos_id = _field(reader, "tokenizer.ggml.eos_token_id")
+    bos_id = _field(reader, "tokenizer.ggml.bos_token_id")
+    pad_id = _field(reader, "tokenizer.ggml.padding_token_id")
+    return DecoderConfig(
+        vocab_size=int(_field(reader, "llama.vocab_size", n_tokens)),
+        hidden_size=int(_required(reader, path, "llama.embedding_length")),
+        intermediate_size=int(_required(reader, path, "llama.feed_forward_length")),
+        num_layers=int(_required(reader, path, "llama.block_count")),
+        num_heads=n_heads,
+        num_kv_heads=int(_field(reader, "llama.attention.head_count_kv", n_heads)),
+        max_position_embeddings=int(_field(reader, "llama.context_length", 2048)),
+        rope_theta=float(_field(reader, "llama.rope.freq_base", 10000.0)),
+        rms_norm_eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon", 1e-5)),
+        tie_word_embeddings=True,
+        bos_token_id=None if bos_id is None else int(bos_id),
+        eos_token_id=() if eos_id is None else (int(eos_id),),
+        pad_token_id=None if pad_id is None else int(pad_id),
+    )
+
+
+def _check_tensors(path: str | Path, config: DecoderConfig, tensors: Mapping[str, ReaderTensor]) -> None:
+    """Refuse a bad file before dequantizing anything: a missing tensor, a wrong shape or type."""
+    shapes = _expected_shapes(config, untied="output.weight" in tensors)
+    for name, shape in shapes.items():
+        t = tensors.get(name)
+        if t is None:
+            raise ValueError(f"GGUF {path}: tensor {name!r} is missing")
+        got = tuple(int(s) for s in reversed(t.shape.tolist()))
+        if got != shape:
+            raise ValueError(f"GGUF {path}: tensor {name!r} has shape {got}, the metadata implies {shape}")
+        qtype = GGMLQuantizationType(t.tensor_type)
+        if not can_dequantize(qtype):
+            raise ValueError(f"GGUF {path}: {_unsupported(name, qtype)}")
+
+
+def _weights_of(config: DecoderConfig, tensors: Mapping[str, ReaderTensor]) -> DecoderWeights:
+    """The dequantized weights, Q/K rows un-permuted from llama.cpp's rotary layout."""
+
+    def get(name: str) -> F32:
+        return dequantize_tensor(tensors[name])
+
+    layers = []
+    for i in range(config.num_layers):
+        p = f"blk.{i}"
+        layers.append(
+            {
+                "input_norm": get(f"{p}.attn_norm.weight"),
+                "q": unpermute_rope_rows(get(f"{p}.attn_q.weight"), config.num_heads),
+                "k": unpermute_rope_rows(get(f"{p}.attn_k.weight"), config.num_kv_heads),
+                "v": get(f"{p}.attn_v.weight"),
+                "o": get(f"{p}.attn_output.weight"),
+                "post_norm": get(f"{p}.ffn_norm.weight"),
+                "gate": get(f"{p}.ffn_gate.weight"),
+                "up": get(f"{p}.ffn_up.weight"),
+                "down": get(f"{p}.ffn_down.weight"),
+            }
+        )
+    lm_head = get("output.weight") if "output.weight" in tensors else None
+    return DecoderWeights(
+        embed=get("token_embd.weight"), norm=get("output_norm.weight"), lm_head=lm_head, layers=layers
     )

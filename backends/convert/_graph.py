@@ -181,33 +181,24 @@ def build_decoder(
     """
     if attention not in ("plain", "gqa"):
         raise ValueError(f"attention must be 'plain' or 'gqa', got {attention!r}")
-    c = config
-    hd, nh, nkv, hidden = c.head_dim, c.num_heads, c.num_kv_heads, c.hidden_size
-    int4 = "layers.0.qkv.q" in initializers
-    b = _Builder()
-    eps = float(c.rms_norm_eps)
+    inputs, outputs = _graph_io(config, attention)
+    nodes = _DecoderGraph(config, initializers, attention)
+    logits = nodes.body()
+    b = nodes.b
+    b.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits_out"))
+    graph = helper.make_graph(b.nodes, name, inputs, outputs, initializer=[*initializers.values(), *b.consts])
+    return helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)],
+        ir_version=IR_VERSION,
+        producer_name="rxstream",
+    )
 
-    def matmul(x: str, wname: str, k: int, n: int) -> str:
-        if int4:
-            return b.one(
-                "MatMulNBits",
-                [x, f"{wname}.q", f"{wname}.scales"]
-                + ([f"{wname}.zp"] if f"{wname}.zp" in initializers else []),
-                domain="com.microsoft",
-                K=k,
-                N=n,
-                bits=4,
-                block_size=INT4_BLOCK,
-                accuracy_level=4,
-            )
-        return b.one("MatMul", [x, wname])
 
-    def rms(x: str, weight: str) -> str:
-        return b.op("SimplifiedLayerNormalization", [x, weight], 1, axis=-1, epsilon=eps, stash_type=1)[0]
-
-    qkv_n = (nh + 2 * nkv) * hd
-    b.const("c_axes1", [1])
-
+def _graph_io(
+    c: DecoderConfig, attention: Attention
+) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueInfoProto]]:
+    """The graph's inputs and outputs in the Optimum layout (see the module docstring)."""
     inputs = [
         helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
         helper.make_tensor_value_info(
@@ -225,8 +216,8 @@ def build_decoder(
             "logits", TensorProto.FLOAT, ["batch_size", "sequence_length", c.vocab_size]
         )
     ]
-    kv_shape_in: list[str | int] = ["batch_size", nkv, "past_sequence_length", hd]
-    kv_shape_out: list[str | int] = ["batch_size", nkv, "total_sequence_length", hd]
+    kv_shape_in: list[str | int] = ["batch_size", c.num_kv_heads, "past_sequence_length", c.head_dim]
+    kv_shape_out: list[str | int] = ["batch_size", c.num_kv_heads, "total_sequence_length", c.head_dim]
     for i in range(c.num_layers):
         for kind in ("key", "value"):
             inputs.append(
@@ -235,24 +226,94 @@ def build_decoder(
             outputs.append(
                 helper.make_tensor_value_info(f"present.{i}.{kind}", TensorProto.FLOAT, kv_shape_out)
             )
+    return inputs, outputs
 
-    h = b.one("Gather", ["embed_tokens", "input_ids"], axis=0)
 
-    if attention == "gqa":
+class _DecoderGraph:
+    """The nodes of one decoder graph, added in order by :meth:`body` (embedding, the attention
+    inputs, each layer, the final norm and the output projection)."""
+
+    def __init__(
+        self, config: DecoderConfig, initializers: Mapping[str, TensorProto], attention: Attention
+    ) -> None:
+        self.c = config
+        self.initializers = initializers
+        self.attention = attention
+        self.b = _Builder()
+        self.eps = float(config.rms_norm_eps)
+        self.int4 = "layers.0.qkv.q" in initializers
+        # the attention inputs every layer shares (gqa: sequence lengths; plain: rotary, mask bias)
+        self.seqlens = self.total = self.cos2 = self.sin2 = self.bias = ""
+
+    def matmul(self, x: str, wname: str, k: int, n: int) -> str:
+        if self.int4:
+            return self.b.one(
+                "MatMulNBits",
+                [x, f"{wname}.q", f"{wname}.scales"]
+                + ([f"{wname}.zp"] if f"{wname}.zp" in self.initializers else []),
+                domain="com.microsoft",
+                K=k,
+                N=n,
+                bits=4,
+                block_size=INT4_BLOCK,
+                accuracy_level=4,
+            )
+        return self.b.one("MatMul", [x, wname])
+
+    def rms(self, x: str, weight: str) -> str:
+        return self.b.op(
+            "SimplifiedLayerNormalization", [x, weight], 1, axis=-1, epsilon=self.eps, stash_type=1
+        )[0]
+
+    def skip_rms(self, x: str, residual: str, weight: str) -> tuple[str, str]:
+        """RMS norm of ``x + residual``: (normalized, the new residual stream)."""
+        out, _, _, h = self.b.op(
+            "SkipSimplifiedLayerNormalization",
+            [x, residual, weight],
+            4,
+            domain="com.microsoft",
+            epsilon=self.eps,
+        )
+        return out, h
+
+    def body(self) -> str:
+        """Add every node; return the name of the logits."""
+        b, c = self.b, self.c
+        b.const("c_axes1", [1])
+        h = b.one("Gather", ["embed_tokens", "input_ids"], axis=0)
+        if self.attention == "gqa":
+            self._gqa_lengths()
+        else:
+            self._plain_tables()
+        pending = ""  # the last MLP output, added to the residual stream by the next fused norm
+        for i in range(c.num_layers):
+            h, pending = self._layer(i, h, pending)
+        final, _ = self.skip_rms(pending, h, "norm")
+        if self.int4 or "lm_head" in self.initializers:
+            return self.matmul(final, "lm_head", c.hidden_size, c.vocab_size)
+        return b.one("MatMul", [final, b.one("Transpose", ["embed_tokens"], perm=[1, 0])])
+
+    def _gqa_lengths(self) -> None:
+        """GroupQueryAttention's per-row past lengths and the total length, from the mask."""
+        b = self.b
         mask_sum = b.one("ReduceSum", ["attention_mask", "c_axes1"], keepdims=0)
-        seqlens = b.one("Cast", [b.one("Sub", [mask_sum, b.const("c_one_i64", 1)])], to=TensorProto.INT32)
-        total = b.one(
+        past = b.one("Sub", [mask_sum, b.const("c_one_i64", 1)])
+        self.seqlens = b.one("Cast", [past], to=TensorProto.INT32)
+        self.total = b.one(
             "Cast",
             [b.one("Gather", [b.one("Shape", ["attention_mask"]), b.const("c_one_s", 1)], axis=0)],
             to=TensorProto.INT32,
         )
-        cos2 = sin2 = bias = ""
-    else:
+
+    def _plain_tables(self) -> None:
+        """Rotary tables for the given positions and the causal + padding mask as an additive bias."""
+        b, c = self.b, self.c
+        nh, nkv, hd = c.num_heads, c.num_kv_heads, c.head_dim
         # rotary tables for the given positions: [B, 1, S, hd] in rotate_half layout
         cos_half = b.one("Unsqueeze", [b.one("Gather", ["cos_cache", "position_ids"], axis=0), "c_axes1"])
         sin_half = b.one("Unsqueeze", [b.one("Gather", ["sin_cache", "position_ids"], axis=0), "c_axes1"])
-        cos2 = b.one("Concat", [cos_half, cos_half], axis=-1)
-        sin2 = b.one("Concat", [sin_half, sin_half], axis=-1)
+        self.cos2 = b.one("Concat", [cos_half, cos_half], axis=-1)
+        self.sin2 = b.one("Concat", [sin_half, sin_half], axis=-1)
         # causal + padding mask as an additive bias [B, 1, S, T]
         s_len = b.one("Gather", [b.one("Shape", ["input_ids"]), b.const("c_one_s", 1)], axis=0)
         t_len = b.one("Gather", [b.one("Shape", ["attention_mask"]), "c_one_s"], axis=0)
@@ -269,7 +330,7 @@ def build_decoder(
             "Cast", [b.one("Unsqueeze", ["attention_mask", b.const("c_axes12", [1, 2])])], to=TensorProto.BOOL
         )  # [B, 1, 1, T]
         allowed = b.one("And", [causal, pad])
-        bias = b.one(
+        self.bias = b.one(
             "Where",
             [
                 allowed,
@@ -281,92 +342,73 @@ def build_decoder(
         b.const("c_kv_shape", [0, 0, nkv, hd])
         b.const("c_expand", [1, 1, nh // nkv, 1, 1])
         b.const("c_heads_shape", [0, nh, -1, hd])
-        b.const("c_merge", [0, 0, hidden])
+        b.const("c_merge", [0, 0, c.hidden_size])
         b.const("c_scale", 1.0 / np.sqrt(hd), np.float32)
         b.const("c_half", [hd // 2, hd // 2])
         b.const("c_axes2", [2])
         b.const("c_split_qkv", [nh * hd, nkv * hd, nkv * hd])
 
-    def rope(x: str) -> str:  # x [B, H, S, hd]
+    def _layer(self, i: int, h: str, pending: str) -> tuple[str, str]:
+        """Layer ``i`` on the residual stream ``h`` (``pending``: the previous MLP output, not yet
+        added); returns the new residual stream and this layer's MLP output."""
+        c, p = self.c, f"layers.{i}"
+        hidden = c.hidden_size
+        if i == 0:
+            x = self.rms(h, f"{p}.input_norm")
+        else:
+            x, h = self.skip_rms(pending, h, f"{p}.input_norm")
+        qkv = self.matmul(x, f"{p}.qkv", hidden, (c.num_heads + 2 * c.num_kv_heads) * c.head_dim)
+        attn = self._gqa_attention(i, qkv) if self.attention == "gqa" else self._plain_attention(i, qkv)
+        o = self.matmul(attn, f"{p}.o", hidden, hidden)
+        x, h = self.skip_rms(o, h, f"{p}.post_norm")
+        gate = self.matmul(x, f"{p}.gate", hidden, c.intermediate_size)
+        up = self.matmul(x, f"{p}.up", hidden, c.intermediate_size)
+        act = self.b.one("Mul", [self.b.one("Mul", [gate, self.b.one("Sigmoid", [gate])]), up])
+        return h, self.matmul(act, f"{p}.down", c.intermediate_size, hidden)
+
+    def _gqa_attention(self, i: int, qkv: str) -> str:
+        c = self.c
+        self.b.one(
+            "GroupQueryAttention",
+            [qkv, "", "", f"past_key_values.{i}.key", f"past_key_values.{i}.value", self.seqlens,
+             self.total, "cos_cache", "sin_cache"],
+            domain="com.microsoft",
+            num_heads=c.num_heads,
+            kv_num_heads=c.num_kv_heads,
+            do_rotary=1,
+            rotary_interleaved=0,
+            local_window_size=-1,
+            scale=float(1.0 / np.sqrt(c.head_dim)),
+        )
+        # GroupQueryAttention has three outputs; name the last two as the graph's present outputs
+        node = self.b.nodes[-1]
+        node.output.extend([f"present.{i}.key", f"present.{i}.value"])
+        return str(node.output[0])
+
+    def _rope(self, x: str) -> str:  # x [B, H, S, hd]
+        b = self.b
         x1, x2 = b.op("Split", [x, "c_half"], 2, axis=-1)
         rotated = b.one("Concat", [b.one("Neg", [x2]), x1], axis=-1)
-        return b.one("Add", [b.one("Mul", [x, cos2]), b.one("Mul", [rotated, sin2])])
+        return b.one("Add", [b.one("Mul", [x, self.cos2]), b.one("Mul", [rotated, self.sin2])])
 
-    pending = ""  # the last MLP output, added to the residual stream by the next fused norm
-    for i in range(c.num_layers):
-        p = f"layers.{i}"
-        if i == 0:
-            x = rms(h, f"{p}.input_norm")
-        else:
-            x, _, _, h = b.op(
-                "SkipSimplifiedLayerNormalization",
-                [pending, h, f"{p}.input_norm"],
-                4,
-                domain="com.microsoft",
-                epsilon=eps,
-            )
-        qkv = matmul(x, f"{p}.qkv", hidden, qkv_n)
+    def _heads(self, t: str) -> str:  # [B, kv, T, hd] -> [B, nh, T, hd]
+        if self.c.num_heads == self.c.num_kv_heads:
+            return t
+        e = self.b.one("Expand", [self.b.one("Unsqueeze", [t, "c_axes2"]), "c_expand"])
+        return self.b.one("Reshape", [e, "c_heads_shape"])
+
+    def _plain_attention(self, i: int, qkv: str) -> str:
+        b = self.b
         past_k, past_v = f"past_key_values.{i}.key", f"past_key_values.{i}.value"
         pres_k, pres_v = f"present.{i}.key", f"present.{i}.value"
-        if attention == "gqa":
-            attn = b.one(
-                "GroupQueryAttention",
-                [qkv, "", "", past_k, past_v, seqlens, total, "cos_cache", "sin_cache"],
-                domain="com.microsoft",
-                num_heads=nh,
-                kv_num_heads=nkv,
-                do_rotary=1,
-                rotary_interleaved=0,
-                local_window_size=-1,
-                scale=float(1.0 / np.sqrt(hd)),
-            )
-            # GroupQueryAttention has three outputs; rename the last node's outputs to the graph names
-            node = b.nodes[-1]
-            node.output.extend([pres_k, pres_v])
-        else:
-            q, k, v = b.op("Split", [qkv, "c_split_qkv"], 3, axis=-1)
-            q = rope(b.one("Transpose", [b.one("Reshape", [q, "c_q_shape"])], perm=[0, 2, 1, 3]))
-            k = rope(b.one("Transpose", [b.one("Reshape", [k, "c_kv_shape"])], perm=[0, 2, 1, 3]))
-            v = b.one("Transpose", [b.one("Reshape", [v, "c_kv_shape"])], perm=[0, 2, 1, 3])
-            b.nodes.append(helper.make_node("Concat", [past_k, k], [pres_k], name=f"concat_k_{i}", axis=2))
-            b.nodes.append(helper.make_node("Concat", [past_v, v], [pres_v], name=f"concat_v_{i}", axis=2))
-
-            def heads(t: str) -> str:  # [B, kv, T, hd] -> [B, nh, T, hd]
-                if nh == nkv:
-                    return t
-                e = b.one("Expand", [b.one("Unsqueeze", [t, "c_axes2"]), "c_expand"])
-                return b.one("Reshape", [e, "c_heads_shape"])
-
-            scores = b.one("MatMul", [q, b.one("Transpose", [heads(pres_k)], perm=[0, 1, 3, 2])])
-            scores = b.one("Add", [b.one("Mul", [scores, "c_scale"]), bias])
-            probs = b.one("Softmax", [scores], axis=-1)
-            ctx = b.one("MatMul", [probs, heads(pres_v)])
-            attn = b.one("Reshape", [b.one("Transpose", [ctx], perm=[0, 2, 1, 3]), "c_merge"])
-        o = matmul(attn, f"{p}.o", hidden, hidden)
-        x, _, _, h = b.op(
-            "SkipSimplifiedLayerNormalization",
-            [o, h, f"{p}.post_norm"],
-            4,
-            domain="com.microsoft",
-            epsilon=eps,
-        )
-        gate = matmul(x, f"{p}.gate", hidden, c.intermediate_size)
-        up = matmul(x, f"{p}.up", hidden, c.intermediate_size)
-        act = b.one("Mul", [b.one("Mul", [gate, b.one("Sigmoid", [gate])]), up])
-        pending = matmul(act, f"{p}.down", c.intermediate_size, hidden)
-    final, _, _, _ = b.op(
-        "SkipSimplifiedLayerNormalization", [pending, h, "norm"], 4, domain="com.microsoft", epsilon=eps
-    )
-    if int4 or "lm_head" in initializers:
-        logits = matmul(final, "lm_head", hidden, c.vocab_size)
-    else:
-        logits = b.one("MatMul", [final, b.one("Transpose", ["embed_tokens"], perm=[1, 0])])
-    b.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits_out"))
-
-    graph = helper.make_graph(b.nodes, name, inputs, outputs, initializer=[*initializers.values(), *b.consts])
-    return helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)],
-        ir_version=IR_VERSION,
-        producer_name="rxstream",
-    )
+        q, k, v = b.op("Split", [qkv, "c_split_qkv"], 3, axis=-1)
+        q = self._rope(b.one("Transpose", [b.one("Reshape", [q, "c_q_shape"])], perm=[0, 2, 1, 3]))
+        k = self._rope(b.one("Transpose", [b.one("Reshape", [k, "c_kv_shape"])], perm=[0, 2, 1, 3]))
+        v = b.one("Transpose", [b.one("Reshape", [v, "c_kv_shape"])], perm=[0, 2, 1, 3])
+        b.nodes.append(helper.make_node("Concat", [past_k, k], [pres_k], name=f"concat_k_{i}", axis=2))
+        b.nodes.append(helper.make_node("Concat", [past_v, v], [pres_v], name=f"concat_v_{i}", axis=2))
+        scores = b.one("MatMul", [q, b.one("Transpose", [self._heads(pres_k)], perm=[0, 1, 3, 2])])
+        scores = b.one("Add", [b.one("Mul", [scores, "c_scale"]), self.bias])
+        probs = b.one("Softmax", [scores], axis=-1)
+        ctx = b.one("MatMul", [probs, self._heads(pres_v)])
+        return b.one("Reshape", [b.one("Transpose", [ctx], perm=[0, 2, 1, 3]), "c_merge"])

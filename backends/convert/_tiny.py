@@ -54,37 +54,7 @@ def build_tiny_model(
         eos_token_id=(2,),
         pad_token_id=0,
     )
-    rng = np.random.default_rng(seed)
-
-    def linear(n_out: int, n_in: int) -> np.ndarray:
-        weight: np.ndarray = (rng.standard_normal((n_out, n_in)) / np.sqrt(n_in)).astype(np.float32)
-        return weight
-
-    def norm() -> np.ndarray:
-        return (1.0 + 0.1 * rng.standard_normal(hidden_size)).astype(np.float32)
-
-    hd = config.head_dim
-    layers = []
-    for _ in range(num_layers):
-        layers.append(
-            {
-                "input_norm": norm(),
-                "q": linear(num_heads * hd, hidden_size),
-                "k": linear(num_kv_heads * hd, hidden_size),
-                "v": linear(num_kv_heads * hd, hidden_size),
-                "o": linear(hidden_size, num_heads * hd),
-                "post_norm": norm(),
-                "gate": linear(intermediate_size, hidden_size),
-                "up": linear(intermediate_size, hidden_size),
-                "down": linear(hidden_size, intermediate_size),
-            }
-        )
-    weights = DecoderWeights(
-        embed=(0.3 * rng.standard_normal((config.vocab_size, hidden_size))).astype(np.float32),
-        norm=norm(),
-        lm_head=None if tie_word_embeddings else linear(config.vocab_size, hidden_size),
-        layers=layers,
-    )
+    weights = _random_weights(config, seed)
     arrays = prepare_initializers(config, weights, quantization)
     return write_model_dir(
         out,
@@ -97,4 +67,39 @@ def build_tiny_model(
         eos_token=SPECIAL_TOKENS[2],
         bos_token=SPECIAL_TOKENS[1],
         pad_token=SPECIAL_TOKENS[0],
+    )
+
+
+def _random_weights(config: DecoderConfig, seed: int) -> DecoderWeights:
+    """Random weights of ``config``'s shapes (scaled so activations stay of order one)."""
+    rng = np.random.default_rng(seed)
+    hidden, hd = config.hidden_size, config.head_dim
+
+    def linear(n_out: int, n_in: int) -> np.ndarray:
+        weight: np.ndarray = (rng.standard_normal((n_out, n_in)) / np.sqrt(n_in)).astype(np.float32)
+        return weight
+
+    def norm() -> np.ndarray:
+        return (1.0 + 0.1 * rng.standard_normal(hidden)).astype(np.float32)
+
+    layers = []
+    for _ in range(config.num_layers):
+        layers.append(
+            {
+                "input_norm": norm(),
+                "q": linear(config.num_heads * hd, hidden),
+                "k": linear(config.num_kv_heads * hd, hidden),
+                "v": linear(config.num_kv_heads * hd, hidden),
+                "o": linear(hidden, config.num_heads * hd),
+                "post_norm": norm(),
+                "gate": linear(config.intermediate_size, hidden),
+                "up": linear(config.intermediate_size, hidden),
+                "down": linear(hidden, config.intermediate_size),
+            }
+        )
+    return DecoderWeights(
+        embed=(0.3 * rng.standard_normal((config.vocab_size, hidden))).astype(np.float32),
+        norm=norm(),
+        lm_head=None if config.tie_word_embeddings else linear(config.vocab_size, hidden),
+        layers=layers,
     )

@@ -91,6 +91,46 @@ def fused_attention_off_device(device: str, ops: frozenset[str], kv_dtype: Any) 
 
 
 
+def _kv_names(path: Path, ins: Mapping[str, Any], outs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The KV-cache input and output names (``past_key_values.{i}.key/value``, ``present.{i}.*``),
+    after checking that the graph is a decoder with KV cache in the Optimum layout."""
+    layers = 0
+    while f"past_key_values.{layers}.key" in ins:
+        layers += 1
+    problems: list[str] = []
+    for required in ("input_ids", "attention_mask"):
+        if required not in ins:
+            problems.append(f"missing input {required!r}")
+    if "logits" not in outs:
+        problems.append("missing output 'logits'")
+    if layers == 0:
+        problems.append("no KV-cache inputs 'past_key_values.{i}.key/value'")
+    past_names: list[str] = []
+    present_names: list[str] = []
+    for i in range(layers):
+        for kind in ("key", "value"):
+            p, q = f"past_key_values.{i}.{kind}", f"present.{i}.{kind}"
+            if p not in ins:
+                problems.append(f"missing input {p!r}")
+            if q not in outs:
+                problems.append(f"missing output {q!r}")
+            past_names.append(p)
+            present_names.append(q)
+    known = {"input_ids", "attention_mask", "position_ids", *past_names}
+    unexpected = sorted(set(ins) - known)
+    if unexpected:
+        problems.append(f"unexpected input(s) {unexpected}")
+    if problems:
+        raise ValueError(
+            f"OnnxModel: {path} is not a decoder with KV cache in the Optimum layout: "
+            + "; ".join(problems)
+            + " (expected inputs input_ids, attention_mask, [position_ids], "
+            "past_key_values.{i}.key/value; "
+            "outputs logits, present.{i}.key/value)"
+        )
+    return past_names, present_names
+
+
 class DecoderSession:
     """One ONNX session plus the names and shapes of its KV cache."""
 
@@ -106,40 +146,8 @@ class DecoderSession:
         self.path = path
         ins = {i.name: i for i in self.session.get_inputs()}
         outs = {o.name: o for o in self.session.get_outputs()}
-        layers = 0
-        while f"past_key_values.{layers}.key" in ins:
-            layers += 1
-        problems: list[str] = []
-        for required in ("input_ids", "attention_mask"):
-            if required not in ins:
-                problems.append(f"missing input {required!r}")
-        if "logits" not in outs:
-            problems.append("missing output 'logits'")
-        if layers == 0:
-            problems.append("no KV-cache inputs 'past_key_values.{i}.key/value'")
-        self.past_names: list[str] = []
-        self.present_names: list[str] = []
-        for i in range(layers):
-            for kind in ("key", "value"):
-                p, q = f"past_key_values.{i}.{kind}", f"present.{i}.{kind}"
-                if p not in ins:
-                    problems.append(f"missing input {p!r}")
-                if q not in outs:
-                    problems.append(f"missing output {q!r}")
-                self.past_names.append(p)
-                self.present_names.append(q)
-        known = {"input_ids", "attention_mask", "position_ids", *self.past_names}
-        unexpected = sorted(set(ins) - known)
-        if unexpected:
-            problems.append(f"unexpected input(s) {unexpected}")
-        if problems:
-            raise ValueError(
-                f"OnnxModel: {path} is not a decoder with KV cache in the Optimum layout: "
-                + "; ".join(problems)
-                + " (expected inputs input_ids, attention_mask, [position_ids], "
-                "past_key_values.{i}.key/value; "
-                "outputs logits, present.{i}.key/value)"
-            )
+        self.past_names, self.present_names = _kv_names(path, ins, outs)
+        layers = len(self.past_names) // 2
         self.num_layers = layers
         self.has_position_ids = "position_ids" in ins
         past0 = ins["past_key_values.0.key"]
