@@ -328,6 +328,51 @@ def test_on_finish_raising_at_the_end_still_ends_the_stream(model: OnnxModel, re
     assert model.active_generations == 0
 
 
+def test_batch_on_finish_raising_still_ends_the_stream(model: OnnxModel) -> None:
+    """``on_finish`` raising for every row of a batch at its end: each row is reported once and
+    the stream ends with that error (before, the second row's report escaped the loop and the
+    stream never ended)."""
+    prompt = prompt_of(model)
+    reports: list[tuple[int, FinishReason]] = []
+
+    def raising(row: int, finish: Finish) -> None:
+        reports.append((row, finish.reason))
+        raise RuntimeError(f"on_finish failed for row {row}")
+
+    errors: list[BaseException] = []
+    ended = threading.Event()
+    model.generate_batch([prompt, prompt], max_new_tokens=2, ignore_eos=True, on_finish=raising).subscribe(
+        on_error=lambda e: (errors.append(e), ended.set()), on_completed=ended.set
+    )
+    assert ended.wait(10), "the stream never ended"
+    assert sorted(reports) == [(0, FinishReason.LENGTH), (1, FinishReason.LENGTH)]
+    assert [str(e) for e in errors] == ["on_finish failed for row 0"]
+    assert model.active_generations == 0
+
+
+def test_batch_dispose_reports_every_row_even_when_on_finish_raises(model: OnnxModel) -> None:
+    """Disposing a batch whose ``on_finish`` raises: no exception out of dispose, every row
+    reported CANCELLED once, and the loop stops."""
+    prompt = prompt_of(model)
+    reports: list[tuple[int, FinishReason]] = []
+    started = threading.Event()
+
+    def raising(row: int, finish: Finish) -> None:
+        reports.append((row, finish.reason))
+        raise RuntimeError("on_finish failed")
+
+    sub = model.generate_batch(
+        [prompt, prompt, prompt], max_new_tokens=10_000, ignore_eos=True, on_finish=raising
+    ).subscribe(lambda _item: started.set())
+    assert started.wait(10)
+    sub.dispose()
+    assert sorted(reports) == [(row, FinishReason.CANCELLED) for row in range(3)]
+    deadline = time.monotonic() + 5
+    while model.active_generations and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert model.active_generations == 0
+
+
 def test_concurrent_subscriptions_are_independent(model: OnnxModel) -> None:
     prompt = prompt_of(model)
     expected = collect(model, prompt, max_new_tokens=15, ignore_eos=True)

@@ -7,6 +7,7 @@ The observable completes when every row has ended.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,8 @@ from rxstream._finish import FinishOnce
 from ._generation import GenerateCall, make_sampler
 
 __all__ = ["RowFinishCallback", "batch_observable"]
+
+log = logging.getLogger("rxstream.backends")
 
 RowFinishCallback = Callable[[int, Finish], None]
 
@@ -80,14 +83,23 @@ class _BatchGeneration:
 
         def dispose() -> None:
             self.cancelled = True
-            self._finish_all(Finish(FinishReason.CANCELLED))
+            failed = self._finish_all(Finish(FinishReason.CANCELLED))
+            if failed is not None:  # the subscriber is gone; nothing to route it to
+                log.error("generate_batch: on_finish raised on cancellation", exc_info=failed)
             scheduled.dispose()
 
         return Disposable(dispose)
 
-    def _finish_all(self, finish: Finish) -> None:
+    def _finish_all(self, finish: Finish) -> Exception | None:
+        """Report ``finish`` for every row still running, even when ``on_finish`` raises for one;
+        return the first exception it raised."""
+        failed: Exception | None = None
         for once in self.row_finish:
-            once(finish)
+            try:
+                once(finish)
+            except Exception as exc:
+                failed = failed or exc
+        return failed
 
     def _action(self, _scheduler: abc.SchedulerBase, _state: Any = None) -> None:
         self.run()
@@ -98,7 +110,9 @@ class _BatchGeneration:
         try:
             self._loop()
         except Exception as exc:
-            self._finish_all(Finish(FinishReason.ERROR, error=exc))
+            failed = self._finish_all(Finish(FinishReason.ERROR, error=exc))
+            if failed is not None:  # the loop's error still goes on
+                log.error("generate_batch: on_finish raised on a failure", exc_info=failed)
             self._observer.on_error(exc)
         finally:
             self._call.track(-1)
@@ -119,7 +133,9 @@ class _BatchGeneration:
             if self.cancelled:
                 return
             if produced >= call.params.max_new_tokens or mask.shape[1] >= call.max_length:
-                self._finish_all(Finish(FinishReason.LENGTH))
+                failed = self._finish_all(Finish(FinishReason.LENGTH))
+                if failed is not None:
+                    raise failed
                 break
             feeds = {"input_ids": ids, "attention_mask": mask}
             if graph.has_position_ids:
