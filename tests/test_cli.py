@@ -208,3 +208,10 @@ def test_chat_samples_as_the_model_says_unless_told(
     assert len(outs) > 1 and greedy + "\n" not in outs  # the model's temperature 1.5 was used
     assert main(["chat", "hello", "--model", str(directory), "--max-tokens", "20", "--temperature", "0"]) == 0
     assert capsys.readouterr().out == greedy + "\n"
+
+
+def test_int4_with_a_model_directory_is_an_error(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["chat", "hi", "--model", str(tiny), "--int4"]) == 1
+    _, err = capsys.readouterr()
+    assert err.strip().startswith("rxstream chat: OnnxModel.from_pretrained: int4 applies to the known")
+    assert str(tiny) in err

@@ -133,7 +133,9 @@ class OnnxModel:
            directory instead.
         3. Any other bare name of an existing directory (``"my-model"``) is loaded as a directory.
 
-        Anything else raises ``ValueError`` listing the known names.
+        Anything else raises ``ValueError`` listing the known names. ``quantization="int4"`` asks
+        for the int4 build of a known model; with a directory it is a ``ValueError`` (a directory
+        is loaded as it is, never converted).
         """
         threads = check_load_args("OnnxModel.from_pretrained", provider, threads, spinning)
         if quantization not in ("fp32", "int4"):
@@ -141,9 +143,12 @@ class OnnxModel:
                 f"OnnxModel.from_pretrained: quantization must be 'fp32' or 'int4', got {quantization!r}"
             )
 
+        pulled: list[str] = []
+
         def pull(name: str) -> Path:
             from ..convert import pull_model
 
+            pulled.append(name)
             return pull_model(name, cache_dir=cache_dir, progress=progress, quantization=quantization)
 
         def known() -> frozenset[str]:
@@ -152,6 +157,12 @@ class OnnxModel:
             return frozenset(KNOWN_MODELS)
 
         path = resolve_name(name_or_path, pull=pull, known=known)
+        if quantization == "int4" and not pulled:
+            names = ", ".join(sorted(known()))
+            raise ValueError(
+                f"OnnxModel.from_pretrained: int4 applies to the known models ({names}); "
+                f"{str(path)!r} is a model directory and is loaded as it is"
+            )
         return cls.load(path, provider=provider, threads=threads, spinning=spinning)
 
     # ------------------------------------------------------------------ properties

@@ -59,7 +59,7 @@ def _size(path: Path) -> int:
 def run_models_list(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``rxstream models list``."""
     from rxstream.backends import default_cache_dir
-    from rxstream.backends._pull import KNOWN_MODELS
+    from rxstream.backends.convert import KNOWN_MODELS
 
     out = out or sys.stdout
     cache = args.cache_dir or default_cache_dir()
