@@ -8,10 +8,9 @@ from typing import Any, Literal, overload
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
-from rxstream._detok_protocol import as_detok_tokenizer
-from rxstream._detok_stream import StreamDetokenizer, TableEngine, as_token_ids, prompt_tuple
 from rxstream._finish import Finish, FinishReason
 from rxstream._piece import Piece
+from rxstream.detok import StreamDetokenizer, TableEngine, as_detok_tokenizer, as_token_ids, prompt_tuple
 
 from ._sink import OperatorSink, operator
 from ._token_ids import TokenItem

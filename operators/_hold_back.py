@@ -8,8 +8,7 @@ from typing import Any
 from reactivex import Observable, abc
 
 from rxstream._finish import FinishCallback
-from rxstream._replacer import Replacer
-from rxstream._rules import normalize_stops
+from rxstream.text import Replacer, normalize_stops
 
 from ._replace import _ReplaceSink
 from ._sink import OperatorSink, operator

@@ -9,8 +9,7 @@ from reactivex import Observable, abc
 
 from rxstream._finish import Finish, FinishCallback, FinishReason
 from rxstream._piece import Piece
-from rxstream._replacer import Replacer
-from rxstream._rules import Rules, normalize_rules
+from rxstream.text import Replacer, Rules, normalize_rules
 
 from ._align import Aligner
 from ._sink import OperatorSink, describe, operator

@@ -9,8 +9,7 @@ from reactivex import Observable, abc
 
 from rxstream._finish import Finish, FinishCallback, FinishReason
 from rxstream._piece import Piece
-from rxstream._rules import normalize_stops
-from rxstream._stopper import StopMatcher
+from rxstream.text import StopMatcher, normalize_stops
 
 from ._align import Aligner
 from ._sink import OperatorSink, describe, operator

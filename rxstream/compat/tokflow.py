@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rxstream._replacer import Replacer
-from rxstream._stopper import StopMatcher
+from rxstream.text import Replacer, StopMatcher
 
 __all__ = ["MatchedWorker", "SentenceStop", "TokFlow"]
 
