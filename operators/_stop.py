@@ -87,8 +87,9 @@ class _StopSink(TextSink):
     def holding(self) -> bool:
         return self.matcher.holding
 
-    def on_next(self, value: Any) -> None:
-        super().on_next(value)
+    checks_end = True
+
+    def check_end(self) -> None:
         if self.matcher.stopped:
             self._stopped()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from reactivex import abc
 
@@ -31,10 +31,14 @@ class TextSink(OperatorSink[Any, Any]):
 
     Subclasses give the engine's ``feed`` (text in, output text that can no longer change out) and
     implement :meth:`position` and :meth:`holding`; the first item decides whether the stream is
-    one of ``str`` or of pieces (mixing them is a ``TypeError``).
+    one of ``str`` or of pieces (mixing them is a ``TypeError``). A sink whose engine can end the
+    stream sets :attr:`checks_end` and implements :meth:`check_end`, called after each item's output.
     """
 
     __slots__ = ("aligner", "feed")
+
+    checks_end: ClassVar[bool] = False
+    """Whether :meth:`check_end` runs after each item (a class flag: no call for the others)."""
 
     def __init__(self, name: str, observer: abc.ObserverBase[Any], feed: Callable[[str], str],
                  on_finish: FinishCallback | None = None) -> None:
@@ -50,13 +54,15 @@ class TextSink(OperatorSink[Any, Any]):
     def holding(self) -> bool:
         """Whether the engine holds input text not accounted for yet."""
 
+    def check_end(self) -> None:
+        """End the stream if the engine decided so (only called when :attr:`checks_end` is set)."""
+
     def on_next(self, value: Any) -> None:
         if type(value) is str and self.aligner is None:
             out = self.feed(value)
             if out:
                 self.observer.on_next(out)
-            return
-        if isinstance(value, Piece):
+        elif isinstance(value, Piece):
             aligner = self.aligner
             if aligner is None:
                 if self.position() or self.holding():
@@ -66,8 +72,10 @@ class TextSink(OperatorSink[Any, Any]):
             out = self.feed(value.text)
             if out:
                 self.observer.on_next(aligner.piece(out, self.position()))
-            return
-        raise TypeError(f"{self.name}: expected str or Piece items, got {describe(value)}")
+        else:
+            raise TypeError(f"{self.name}: expected str or Piece items, got {describe(value)}")
+        if self.checks_end:
+            self.check_end()
 
     def emit_rest(self, out: str) -> None:
         """Emit the last output (at completion) with every id not handed out yet."""
