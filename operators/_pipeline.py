@@ -89,10 +89,14 @@ def text_pipeline(
             out.append(_reporter(on_finish))
         return out
 
+    # The stages hold no state across subscriptions, except a merged report: then they are built
+    # for each subscription.
+    shared = None if (stops.strings and rules.pairs and on_finish is not None) else stages()
+
     def _text_pipeline(source: Observable[TokenItem]) -> Observable[Any]:
-        if on_finish is None or not (stops.strings and rules.pairs):
-            return source.pipe(*stages())  # stateless stages: built once
-        return rx.defer(lambda _scheduler: source.pipe(*stages()))  # a report per subscription
+        if shared is not None:
+            return source.pipe(*shared)
+        return rx.defer(lambda _scheduler: source.pipe(*stages()))
 
     return _text_pipeline
 
