@@ -13,7 +13,15 @@ Token-id operators (``Observable[int | Sequence[int]]``):
 - :func:`stop_on_tokens` -- end the stream at a stop token id.
 - :func:`max_tokens` -- a token budget.
 
+Token ids to shown text in one operator: :func:`text_pipeline` -- ``detokenize -> stop -> replace``
+with one :class:`~rxstream.Finish` report.
+
 Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
+
+Writing an operator: every operator here is a function that returns ``operator(name, make_sink)``
+(``_sink.py``), whose sink (an ``OperatorSink`` subclass, one per subscription) handles the items;
+the text operators share ``TextSink`` (``_text_sink.py``), which feeds an engine from
+:mod:`rxstream.text` and keeps :class:`~rxstream.Piece` ids aligned.
 
 Every public operator documents its timing with a marble diagram, checked by the test suite.
 
@@ -30,6 +38,7 @@ from ._deltas import deltas
 from ._detokenize import detokenize
 from ._hold_back import hold_back
 from ._max_tokens import max_tokens
+from ._pipeline import text_pipeline
 from ._replace import replace
 from ._serialize import serialize
 from ._snapshots import snapshots
@@ -46,4 +55,5 @@ __all__ = [
     "snapshots",
     "stop",
     "stop_on_tokens",
+    "text_pipeline",
 ]

@@ -8,10 +8,9 @@ from typing import Any, Literal, overload
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
-from rxstream._detok_protocol import as_detok_tokenizer
-from rxstream._detok_stream import StreamDetokenizer, TableEngine, as_token_ids, prompt_tuple
 from rxstream._finish import Finish, FinishReason
 from rxstream._piece import Piece
+from rxstream.detok import StreamDetokenizer, as_token_ids
 
 from ._sink import OperatorSink, operator
 from ._token_ids import TokenItem
@@ -37,6 +36,16 @@ def detokenize(
     prompt_ids: Iterable[int] | None = ...,
     aligned: Literal[True],
 ) -> Callable[[Observable[TokenItem]], Observable[Piece]]: ...
+
+
+@overload
+def detokenize(
+    tokenizer: Any,
+    *,
+    skip_special_tokens: bool = ...,
+    prompt_ids: Iterable[int] | None = ...,
+    aligned: bool,
+) -> Callable[[Observable[TokenItem]], Observable[str | Piece]]: ...
 
 
 def detokenize(
@@ -98,17 +107,14 @@ def detokenize(
         result:   -a-b---e-|      a="C", b="af", e="é"
         upstream: ^--------!
     """
-    tok = as_detok_tokenizer(tokenizer)
-    skip = bool(skip_special_tokens)
-    prompt = prompt_tuple(prompt_ids, "detokenize")
-    # Build the table once, before any subscription (and check the prompt ids).
-    if prompt:
-        StreamDetokenizer(tok, skip_special_tokens=skip, prompt_ids=prompt)
-    else:
-        tok.decode_table(skip)
+    # Adapt the tokenizer, check the prompt ids and build the table once, before any subscription;
+    # each subscription gets a fresh detokenizer (reading the tokenizer's table again).
+    new_detokenizer = StreamDetokenizer.factory(
+        tokenizer, skip_special_tokens=skip_special_tokens, prompt_ids=prompt_ids, owner="detokenize"
+    )
 
     def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
-        det = StreamDetokenizer(tok, skip_special_tokens=skip, prompt_ids=prompt)
+        det = new_detokenizer()
         if aligned:
             return _AlignedSink(observer, det)
         return _TextSink(observer, det)
@@ -127,27 +133,23 @@ class _TextSink(OperatorSink[Any, str]):
 
     def run(self, source: Observable[Any], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
         """Subscribe with a closure that serves most ids straight from the table (the hot path)."""
-        engine = self.det.engine
-        if not isinstance(engine, TableEngine):
+        if not self.det.exact:
             return super().run(source, scheduler)
-        texts = engine._texts
-        n = engine._n
+        push_fast = self.det.push_fast
         emit = self.observer.on_next
         general = self._guarded_next
 
         def on_next(value: Any, _type: type = type, _int: type = int) -> None:
             # an id whose text needs no context: no held bytes, no first-token or strip rule
-            if _type(value) is _int and engine._simple and 0 <= value < n and not self.done:
-                text = texts[value]
+            if _type(value) is _int and not self.done:
+                text = push_fast(value)
                 if text is not None:
                     if text:
                         emit(text)
                     return
             general(value)
 
-        self.upstream.disposable = source.subscribe(
-            on_next, self.on_error, self._guarded_completed, scheduler=scheduler
-        )
+        self.subscribe_to(source, on_next, scheduler)
         return Disposable(self.dispose)
 
     def _guarded_next(self, value: Any) -> None:

@@ -8,17 +8,16 @@ from typing import Any
 from reactivex import Observable, abc
 
 from rxstream._finish import FinishCallback
-from rxstream._replacer import Replacer
-from rxstream._rules import normalize_stops
+from rxstream.text import Replacer, StopRules, stop_rules
 
-from ._replace import _ReplaceSink
+from ._replace import ReplaceSink
 from ._sink import OperatorSink, operator
 from ._types import TextT
 
 __all__ = ["hold_back"]
 
 
-def hold_back(patterns: str | Iterable[str], *, on_finish: FinishCallback | None = None
+def hold_back(patterns: str | Iterable[str] | StopRules, *, on_finish: FinishCallback | None = None
               ) -> Callable[[Observable[TextT]], Observable[TextT]]:
     """Pass text through unchanged, but never emit text that could still become a pattern.
 
@@ -28,7 +27,8 @@ def hold_back(patterns: str | Iterable[str], *, on_finish: FinishCallback | None
     front of a consumer that must see a pattern in one piece (a UI that renders markup, say).
 
     Args:
-        patterns: one pattern or several (non-empty ``str``).
+        patterns: one pattern or several (non-empty ``str``), or patterns compiled once with
+            :func:`rxstream.text.stop_rules` (not checked again).
         on_finish: as for :func:`replace`: ``eos``, ``cancelled`` or ``error``, with the token
             ids that entered but were not emitted in ``Finish.dropped`` (SEMANTICS §5).
 
@@ -38,10 +38,9 @@ def hold_back(patterns: str | Iterable[str], *, on_finish: FinishCallback | None
         operator: hold_back(["<b>", "</b>"])
         result:   -a---c-|        a="Hi ", c="<b> there"
     """
-    pats = normalize_stops(patterns, owner="hold_back", what="pattern")
-    rules = [(p, p) for p in pats]
+    rules = stop_rules(patterns, owner="hold_back", what="pattern").echo()
 
     def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
-        return _ReplaceSink("hold_back", observer, Replacer(rules, owner="hold_back"), on_finish)
+        return ReplaceSink("hold_back", observer, Replacer(rules), on_finish)
 
     return operator("hold_back", make_sink)

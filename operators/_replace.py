@@ -8,18 +8,16 @@ from typing import Any
 from reactivex import Observable, abc
 
 from rxstream._finish import Finish, FinishCallback, FinishReason
-from rxstream._piece import Piece
-from rxstream._replacer import Replacer
-from rxstream._rules import Rules, normalize_rules
+from rxstream.text import Replacer, ReplaceRules, Rules, replace_rules
 
-from ._align import Aligner
-from ._sink import OperatorSink, describe, operator
+from ._sink import OperatorSink, operator
+from ._text_sink import TextSink
 from ._types import TextT
 
-__all__ = ["replace"]
+__all__ = ["ReplaceSink", "replace"]
 
 
-def replace(rules: Rules, *, on_finish: FinishCallback | None = None
+def replace(rules: Rules | ReplaceRules, *, on_finish: FinishCallback | None = None
             ) -> Callable[[Observable[TextT]], Observable[TextT]]:
     r"""Replace many patterns at once in a stream of text, emitting as early as possible.
 
@@ -32,7 +30,8 @@ def replace(rules: Rules, *, on_finish: FinishCallback | None = None
 
     Args:
         rules: ``{pattern: replacement}`` or ``(pattern, replacement)`` pairs. Patterns are
-            non-empty ``str``; if a pattern is given twice its first rule wins.
+            non-empty ``str``; if a pattern is given twice its first rule wins. Or rules compiled
+            once with :func:`rxstream.text.replace_rules` (not checked again).
         on_finish: called once per subscription, before the terminal notification, with a
             :class:`~rxstream.Finish`: ``eos`` when the source completed, ``cancelled`` when the
             subscriber disposed first, ``error``. With :class:`~rxstream.Piece` items,
@@ -60,53 +59,30 @@ def replace(rules: Rules, *, on_finish: FinishCallback | None = None
         operator: replace({"<": "&lt;", "<|": "[", "<|>": "[]"})
         result:   -----a-|          a="[x"
     """
-    pairs = normalize_rules(rules, owner="replace")
+    compiled = replace_rules(rules, owner="replace")
 
     def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
-        return _ReplaceSink("replace", observer, Replacer(pairs), on_finish)
+        return ReplaceSink("replace", observer, Replacer(compiled), on_finish)
 
     return operator("replace", make_sink)
 
 
-class _ReplaceSink(OperatorSink[Any, Any]):
-    """Shared by ``replace`` and ``hold_back``: feeds a :class:`Replacer`, aligns pieces."""
+class ReplaceSink(TextSink):
+    """Shared by ``replace`` and ``hold_back``: a :class:`~rxstream.Replacer` behind a text sink."""
 
-    __slots__ = ("aligner", "engine", "feed")
+    __slots__ = ("engine",)
 
     def __init__(self, name: str, observer: abc.ObserverBase[Any], engine: Replacer,
                  on_finish: FinishCallback | None = None) -> None:
-        super().__init__(name, observer, on_finish)
+        super().__init__(name, observer, engine.feed, on_finish)
         self.engine = engine
-        self.feed = engine.feed
-        self.aligner: Aligner | None = None
 
-    def on_next(self, value: Any) -> None:
-        if type(value) is str and self.aligner is None:
-            out = self.feed(value)
-            if out:
-                self.observer.on_next(out)
-            return
-        if isinstance(value, Piece):
-            if self.aligner is None:
-                if self.engine.resolved or self.engine.held:
-                    raise TypeError(f"{self.name}: a Piece after str items; got {describe(value)}")
-                self.aligner = Aligner()
-            self.aligner.add(value)
-            out = self.feed(value.text)
-            if out:
-                self.observer.on_next(self.aligner.piece(out, self.engine.resolved))
-            return
-        raise TypeError(f"{self.name}: expected str or Piece items, got {describe(value)}")
+    def position(self) -> int:
+        return self.engine.resolved
 
-    def take_held(self) -> tuple[int, ...]:
-        return self.aligner.rest()[0] if self.aligner is not None else ()
+    def holding(self) -> bool:
+        return bool(self.engine.held)
 
     def on_completed(self) -> None:
-        out = self.engine.flush()
-        if self.aligner is not None:
-            piece = self.aligner.piece(out, 2**62)
-            if piece is not None:
-                self.observer.on_next(piece)
-        elif out:
-            self.observer.on_next(out)
+        self.emit_rest(self.engine.flush())
         self.end(Finish(FinishReason.EOS), dispose=False)

@@ -8,11 +8,17 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from reactivex import Observable, abc
-from reactivex.disposable import Disposable, SingleAssignmentDisposable
+from reactivex.disposable import Disposable
+
+from rxstream._finish import Finish, FinishReason
+
+from ._sink import OperatorSink, operator
 
 __all__ = ["serialize"]
 
 _T = TypeVar("_T")
+
+_NEXT, _ERROR, _COMPLETED = 0, 1, 2
 
 
 def serialize() -> Callable[[Observable[_T]], Observable[_T]]:
@@ -36,65 +42,82 @@ def serialize() -> Callable[[Observable[_T]], Observable[_T]]:
         operator: serialize()
         result:   -a-b-|
     """
+    return operator("serialize", _SerializeSink)
 
-    def _serialize(source: Observable[_T]) -> Observable[_T]:
-        def subscribe(observer: abc.ObserverBase[_T],
-                      scheduler: abc.SchedulerBase | None = None) -> abc.DisposableBase:
-            lock = threading.Lock()
-            queue: deque[tuple[int, Any]] = deque()
-            # emitting: a thread is delivering; closed: nothing more may be queued or delivered
-            # (the subscriber disposed, or one of its callbacks raised).
-            state = {"emitting": False, "done": False, "closed": False}
-            upstream = SingleAssignmentDisposable()
 
-            def close() -> None:
-                with lock:
-                    state["closed"] = True
-                    state["emitting"] = False
+class _SerializeSink(OperatorSink[Any, Any]):
+    """Queues notifications from any thread; one thread at a time delivers them."""
+
+    __slots__ = ("_closed", "_emitting", "_ended", "_lock", "_queue")
+
+    def __init__(self, observer: abc.ObserverBase[Any]) -> None:
+        super().__init__("serialize", observer)
+        self._lock = threading.Lock()
+        self._queue: deque[tuple[int, Any]] = deque()
+        self._emitting = False  # a thread is delivering
+        self._ended = False  # a terminal notification was queued: nothing more is
+        self._closed = False  # the subscriber disposed or raised: nothing is queued or delivered
+
+    def run(self, source: Observable[Any], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
+        """Subscribe straight to the queue: a subscriber's exception is not the operator's failure
+        (it propagates to the delivering thread) and the notifications may come from any thread."""
+        self.subscribe_to(source, self.on_next, scheduler, on_error=self.on_error,
+                          on_completed=self.on_completed)
+        return Disposable(self.dispose)
+
+    def on_next(self, value: Any) -> None:
+        self._push(_NEXT, value)
+
+    def on_error(self, error: Exception) -> None:
+        self._push(_ERROR, error)
+
+    def on_completed(self) -> None:
+        self._push(_COMPLETED, None)
+
+    def dispose(self) -> None:
+        self._close()
+        super().dispose()
+
+    def _close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._emitting = False
+            self._queue.clear()
+
+    def _push(self, kind: int, value: Any) -> None:
+        with self._lock:
+            if self._ended or self._closed:
+                return
+            if kind != _NEXT:
+                self._ended = True
+            self._queue.append((kind, value))
+            if self._emitting:
+                return  # the delivering thread takes it
+            self._emitting = True
+        self._drain()
+
+    def _drain(self) -> None:
+        """Deliver the queue until it is empty (only the thread that set ``_emitting``)."""
+        queue = self._queue
+        while True:
+            with self._lock:
+                if not queue or self._closed:
+                    self._emitting = False
                     queue.clear()
-
-            def push(kind: int, value: Any) -> None:
-                with lock:
-                    if state["done"] or state["closed"]:
-                        return
-                    if kind != 0:
-                        state["done"] = True
-                    queue.append((kind, value))
-                    if state["emitting"]:
-                        return
-                    state["emitting"] = True
-                while True:
-                    with lock:
-                        if not queue or state["closed"]:
-                            state["emitting"] = False
-                            queue.clear()
-                            return
-                        batch = list(queue)
-                        queue.clear()
-                    try:
-                        for k, v in batch:
-                            if k == 0:
-                                observer.on_next(v)
-                            elif k == 1:
-                                observer.on_error(v)
-                            else:
-                                observer.on_completed()
-                    except BaseException:
-                        # The subscriber broke the contract: stop here, never wedge the queue.
-                        close()
-                        upstream.dispose()
-                        raise
-
-            upstream.disposable = source.subscribe(
-                lambda v: push(0, v), lambda e: push(1, e), lambda: push(2, None), scheduler=scheduler
-            )
-
-            def on_dispose() -> None:
-                close()
-                upstream.dispose()
-
-            return Disposable(on_dispose)
-
-        return Observable(subscribe)
-
-    return _serialize
+                    return
+                batch = list(queue)
+                queue.clear()
+            try:
+                for kind, value in batch:
+                    if kind == _NEXT:
+                        self.observer.on_next(value)
+                    elif kind == _ERROR:
+                        super().on_error(value)
+                    else:
+                        self.end(Finish(FinishReason.EOS), dispose=False)
+            except BaseException:
+                # The subscriber broke the contract: stop here, never wedge the queue.
+                self._close()
+                self.done = True
+                self.upstream.dispose()
+                raise

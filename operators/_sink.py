@@ -70,12 +70,16 @@ class OperatorSink(ABC, Generic[_In, _Out]):
         return Disposable(self.dispose)
 
     def subscribe_to(self, source: Observable[_In], on_next: Callable[[Any], None],
-                     scheduler: abc.SchedulerBase | None) -> None:
-        """Subscribe to ``source`` (linking the rxstream stage above, if any) with ``on_next``."""
+                     scheduler: abc.SchedulerBase | None, *,
+                     on_error: Callable[[Exception], None] | None = None,
+                     on_completed: Callable[[], None] | None = None) -> None:
+        """Subscribe to ``source`` (linking the rxstream stage above, if any) with ``on_next``
+        (and by default :meth:`on_error` and a guarded :meth:`on_completed`)."""
         token = _subscribing.set(self)
         try:
             self.upstream.disposable = source.subscribe(
-                on_next, self.on_error, self._guarded_completed, scheduler=scheduler
+                on_next, on_error or self.on_error, on_completed or self._guarded_completed,
+                scheduler=scheduler,
             )
         finally:
             _subscribing.reset(token)

@@ -9,17 +9,16 @@ from reactivex import Observable, abc
 
 from rxstream._finish import Finish, FinishCallback, FinishReason
 from rxstream._piece import Piece
-from rxstream._rules import normalize_stops
-from rxstream._stopper import StopMatcher
+from rxstream.text import StopMatcher, StopRules, stop_rules
 
-from ._align import Aligner
 from ._sink import OperatorSink, describe, operator
+from ._text_sink import TextSink
 from ._types import TextT
 
 __all__ = ["stop"]
 
 
-def stop(stop_strings: str | Iterable[str], include_stop: bool = False, *, prompt: str = "",
+def stop(stop_strings: str | Iterable[str] | StopRules, include_stop: bool = False, *, prompt: str = "",
          skip_initial: bool = False, on_finish: FinishCallback | None = None
          ) -> Callable[[Observable[TextT]], Observable[TextT]]:
     r"""End the stream before the first stop string, and cancel the generation upstream.
@@ -31,7 +30,8 @@ def stop(stop_strings: str | Iterable[str], include_stop: bool = False, *, promp
     subscription in that same instant, so a generator upstream stops within one token.
 
     Args:
-        stop_strings: one stop string or several (non-empty ``str``).
+        stop_strings: one stop string or several (non-empty ``str``), or stop strings compiled
+            once with :func:`rxstream.text.stop_rules` (not checked again).
         include_stop: keep the matched stop string at the end of the output. Then text is held
             only while an already-matched stop could still grow (or an earlier one appear).
         prompt: text that comes before the stream (context, never emitted). A stop string
@@ -61,67 +61,48 @@ def stop(stop_strings: str | Iterable[str], include_stop: bool = False, *, promp
         result:   -a-(b|)         a="ab<", b="end>"
         upstream: ^--!
     """
-    stops = normalize_stops(stop_strings, owner="stop")
+    rules = stop_rules(stop_strings, owner="stop")
     if not isinstance(prompt, str):
         raise TypeError(f"stop: prompt must be a str, got {describe(prompt)}")
     include = bool(include_stop)
 
     def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
-        matcher = StopMatcher(stops, include, prompt=prompt, skip_initial=skip_initial)
+        matcher = StopMatcher(rules, include, prompt=prompt, skip_initial=skip_initial)
         return _StopSink(observer, matcher, on_finish)
 
     return operator("stop", make_sink)
 
 
-class _StopSink(OperatorSink[Any, Any]):
-    __slots__ = ("aligner", "matcher")
+class _StopSink(TextSink):
+    __slots__ = ("matcher",)
 
     def __init__(self, observer: abc.ObserverBase[Any], matcher: StopMatcher,
                  on_finish: FinishCallback | None) -> None:
-        super().__init__("stop", observer, on_finish)
+        super().__init__("stop", observer, matcher.feed, on_finish)
         self.matcher = matcher
-        self.aligner: Aligner | None = None
 
-    def on_next(self, value: Any) -> None:
-        matcher = self.matcher
-        if type(value) is str and self.aligner is None:
-            out = matcher.feed(value)
-            if out:
-                self.observer.on_next(out)
-        elif isinstance(value, Piece):
-            if self.aligner is None:
-                if matcher.emitted or matcher.held:
-                    raise TypeError(f"stop: a Piece after str items; got {describe(value)}")
-                self.aligner = Aligner()
-            self.aligner.add(value)
-            out = matcher.feed(value.text)
-            if out:
-                self.observer.on_next(self.aligner.piece(out, matcher.emitted))
-        else:
-            raise TypeError(f"stop: expected str or Piece items, got {describe(value)}")
-        if matcher.stopped:
+    def position(self) -> int:
+        return self.matcher.emitted
+
+    def holding(self) -> bool:
+        return self.matcher.holding
+
+    checks_end = True
+
+    def check_end(self) -> None:
+        if self.matcher.stopped:
             self._stopped()
 
     def on_completed(self) -> None:
         matcher = self.matcher
         out = matcher.flush()
-        if self.aligner is not None:
-            if matcher.stopped:
-                if out:
-                    self.observer.on_next(self.aligner.piece(out, matcher.emitted))
-            else:
-                piece = self.aligner.piece(out, 2**62)
-                if piece is not None:
-                    self.observer.on_next(piece)
-        elif out:
-            self.observer.on_next(out)
-        if matcher.stopped:
-            self._stopped()
-        else:
+        if not matcher.stopped:
+            self.emit_rest(out)
             self.end(Finish(FinishReason.EOS), dispose=False)
-
-    def take_held(self) -> tuple[int, ...]:
-        return self.aligner.rest()[0] if self.aligner is not None else ()
+            return
+        if out:
+            self.observer.on_next(out if self.aligner is None else self.aligner.piece(out, matcher.emitted))
+        self._stopped()
 
     def _stopped(self) -> None:
         if self.aligner is not None:

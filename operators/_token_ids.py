@@ -6,7 +6,7 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rxstream._detok_stream import as_token_ids
+from rxstream.detok import as_token_ids
 
 from ._sink import describe
 

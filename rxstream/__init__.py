@@ -9,19 +9,20 @@ the engines behind the text operators for use outside Rx (:class:`Replacer`,
 :class:`StopMatcher`, :class:`StreamDetokenizer`) with their batch functions
 (:func:`replace_text`, :func:`stop_text`), a source that replays a recording (:func:`replay`)
 and a blocking sink (:func:`run_text`).
+
+The engines live in two subpackages: :mod:`rxstream.text` (the pattern automaton, replace rules
+and stop strings) and :mod:`rxstream.detok` (tokenizer adapters, per-id tables, the exact and
+windowed detokenizer engines); the names above are re-exported from them.
 """
 
-from ._detok_protocol import TokenizerProtocol
-from ._detok_stream import StreamDetokenizer
 from ._finish import Finish, FinishCallback, FinishReason, FinishRecorder
 from ._generative_model import GenerativeModel
 from ._piece import Piece
-from ._replacer import Replacer, replace_text
-from ._rules import Rules
 from ._sampling_params import SamplingOptions, SamplingParams, SamplingParamsError, SamplingParamsTypeError
 from ._sinks import run_text
 from ._sources import replay
-from ._stopper import StopMatcher, stop_text
+from .detok import InexactDecoderWarning, StreamDetokenizer, TokenizerProtocol
+from .text import Replacer, Rules, StopMatcher, replace_text, stop_text
 
 __all__ = [
     "Finish",
@@ -29,6 +30,7 @@ __all__ = [
     "FinishReason",
     "FinishRecorder",
     "GenerativeModel",
+    "InexactDecoderWarning",
     "Piece",
     "Replacer",
     "Rules",

@@ -295,93 +295,113 @@ def from_async_iterable(
     def subscribe(
         observer: abc.ObserverBase[_T], _scheduler: abc.SchedulerBase | None = None
     ) -> abc.DisposableBase:
-        target = loop
-        if target is None:
-            try:
-                target = asyncio.get_running_loop()
-            except RuntimeError:
-                err = RuntimeError(
-                    "from_async_iterable: no event loop given and none running in the subscribing thread"
-                )
-                if on_finish is not None:
-                    on_finish(Finish(FinishReason.ERROR, error=err))
-                observer.on_error(err)
-                return Disposable()
-        if target.is_closed():
-            err = RuntimeError("from_async_iterable: the event loop is closed")
+        target = _target_loop(loop)
+        if isinstance(target, RuntimeError):
             if on_finish is not None:
-                on_finish(Finish(FinishReason.ERROR, error=err))
-            observer.on_error(err)
+                on_finish(Finish(FinishReason.ERROR, error=target))
+            observer.on_error(target)
             return Disposable()
-        report = FinishOnce(on_finish)
-
-        async def run() -> None:
-            source = ait() if callable(ait) else ait
-            iterator = aiter(source)
-            try:
-                async for item in iterator:
-                    observer.on_next(item)
-            except asyncio.CancelledError:
-                report(Finish(FinishReason.CANCELLED))
-                raise
-            except Exception as exc:
-                if report(Finish(FinishReason.ERROR, error=exc)):
-                    observer.on_error(exc)
-                return
-            finally:
-                aclose = getattr(iterator, "aclose", None)
-                if aclose is not None:
-                    with contextlib.suppress(Exception):
-                        await aclose()
-            if report(Finish(FinishReason.EOS)):
-                observer.on_completed()
-
-        on_loop = False
-        with contextlib.suppress(RuntimeError):
-            on_loop = asyncio.get_running_loop() is target
-        # The task is created on the loop itself (not with run_coroutine_threadsafe, whose
-        # concurrent Future logs a RuntimeError when it is cancelled after the loop closed).
-        task: list[asyncio.Task[None]] = []
-        disposed = threading.Event()
-
-        def start() -> None:
-            if disposed.is_set():
-                return
-            created = target.create_task(run())
-            _TASKS.add(created)  # the loop holds tasks weakly: keep it until it is done
-            created.add_done_callback(_TASKS.discard)
-            task.append(created)
-
-        def cancel() -> None:
-            if task:
-                task[0].cancel()
-
-        if on_loop:
-            start()
-        else:
-            try:
-                target.call_soon_threadsafe(start)
-            except RuntimeError as exc:  # the loop closed meanwhile
-                err = RuntimeError(f"from_async_iterable: cannot run on the event loop: {exc}")
-                if report(Finish(FinishReason.ERROR, error=err)):
-                    observer.on_error(err)
-                return Disposable()
-
-        def dispose() -> None:
-            disposed.set()
-            report(Finish(FinishReason.CANCELLED))
-            if target.is_closed():
-                return
-            try:
-                on_target = asyncio.get_running_loop() is target
-            except RuntimeError:
-                on_target = False
-            if on_target:
-                cancel()
-            else:
-                with contextlib.suppress(RuntimeError):  # closed meanwhile: nothing left to cancel
-                    target.call_soon_threadsafe(cancel)
-
-        return Disposable(dispose)
+        return _AsyncIteration(ait, observer, target, FinishOnce(on_finish)).start()
 
     return reactivex.create(subscribe)
+
+
+def _target_loop(loop: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop | RuntimeError:
+    """The loop a subscription runs on (``loop``, or the one running here), or why there is none."""
+    target = loop
+    if target is None:
+        try:
+            target = asyncio.get_running_loop()
+        except RuntimeError:
+            return RuntimeError(
+                "from_async_iterable: no event loop given and none running in the subscribing thread"
+            )
+    if target.is_closed():
+        return RuntimeError("from_async_iterable: the event loop is closed")
+    return target
+
+
+class _AsyncIteration(Generic[_T]):
+    """One subscription of :func:`from_async_iterable`: the task that iterates on the loop."""
+
+    __slots__ = ("_ait", "_disposed", "_observer", "_report", "_target", "_task")
+
+    def __init__(self, ait: AsyncIterable[_T] | Callable[[], AsyncIterable[_T]],
+                 observer: abc.ObserverBase[_T], target: asyncio.AbstractEventLoop,
+                 report: FinishOnce) -> None:
+        self._ait = ait
+        self._observer = observer
+        self._target = target
+        self._report = report
+        self._task: asyncio.Task[None] | None = None
+        self._disposed = threading.Event()
+
+    def start(self) -> abc.DisposableBase:
+        """Start the task on the loop (now when called on it, else soon); return the disposable."""
+        on_loop = False
+        with contextlib.suppress(RuntimeError):
+            on_loop = asyncio.get_running_loop() is self._target
+        # The task is created on the loop itself (not with run_coroutine_threadsafe, whose
+        # concurrent Future logs a RuntimeError when it is cancelled after the loop closed).
+        if on_loop:
+            self._create_task()
+        else:
+            try:
+                self._target.call_soon_threadsafe(self._create_task)
+            except RuntimeError as exc:  # the loop closed meanwhile
+                err = RuntimeError(f"from_async_iterable: cannot run on the event loop: {exc}")
+                if self._report(Finish(FinishReason.ERROR, error=err)):
+                    self._observer.on_error(err)
+                return Disposable()
+        return Disposable(self.dispose)
+
+    def _create_task(self) -> None:
+        if self._disposed.is_set():
+            return
+        created = self._target.create_task(self._run())
+        _TASKS.add(created)  # the loop holds tasks weakly: keep it until it is done
+        created.add_done_callback(_TASKS.discard)
+        self._task = created
+
+    async def _run(self) -> None:
+        observer = self._observer
+        report = self._report
+        source = self._ait() if callable(self._ait) else self._ait
+        iterator = aiter(source)
+        try:
+            async for item in iterator:
+                observer.on_next(item)
+        except asyncio.CancelledError:
+            report(Finish(FinishReason.CANCELLED))
+            raise
+        except Exception as exc:
+            if report(Finish(FinishReason.ERROR, error=exc)):
+                observer.on_error(exc)
+            return
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+        if report(Finish(FinishReason.EOS)):
+            observer.on_completed()
+
+    def _cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    def dispose(self) -> None:
+        self._disposed.set()
+        self._report(Finish(FinishReason.CANCELLED))
+        target = self._target
+        if target.is_closed():
+            return
+        try:
+            on_target = asyncio.get_running_loop() is target
+        except RuntimeError:
+            on_target = False
+        if on_target:
+            self._cancel()
+        else:
+            with contextlib.suppress(RuntimeError):  # closed meanwhile: nothing left to cancel
+                target.call_soon_threadsafe(self._cancel)

@@ -19,8 +19,7 @@ from hypothesis import strategies as st
 from tokenizers import Regex, Tokenizer, decoders
 
 from rxstream import StreamDetokenizer
-from rxstream._detok_stream import InexactDecoderWarning
-from rxstream._detok_table import table_from_hf, window_limit
+from rxstream.detok import InexactDecoderWarning, table_from_hf, window_limit
 from tests.reference import prompt_decided
 
 from . import tokenizer_factory as tf

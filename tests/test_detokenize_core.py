@@ -9,8 +9,7 @@ from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
 from tokenizers import models as tk_models
 
 from rxstream import StreamDetokenizer, TokenizerProtocol
-from rxstream._detok_protocol import HFTokenizerAdapter, as_detok_tokenizer
-from rxstream._detok_stream import incomplete_utf8_start
+from rxstream.detok import HFTokenizerAdapter, as_detok_tokenizer, incomplete_utf8_start
 from tests.reference import prompt_decided
 
 from . import tokenizer_factory as tf

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rxstream import StreamDetokenizer
-from rxstream._detok_table import bytelevel_char_to_byte
+from rxstream.detok import bytelevel_char_to_byte
 
 from . import tokenizer_factory as tf
 from .test_detokenize_props import chunked, texts

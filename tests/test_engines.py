@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rxstream._replacer import Replacer, replace_text
-from rxstream._stopper import StopMatcher, stop_text
+from rxstream.text import Replacer, StopMatcher, replace_text, stop_text
 from tests.reference import batch_replace, batch_stop, replace_emitted, stop_state
 
 ALPHA = "ab<>"

@@ -10,8 +10,8 @@ import pytest
 import reactivex as rx
 
 from rxstream import StopMatcher, replace_text, stop_text
-from rxstream._automaton import PatternTrie
 from rxstream.operators import hold_back, replace, stop
+from rxstream.text import PatternTrie
 
 
 class CountingDict(dict[str, int]):

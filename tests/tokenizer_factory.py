@@ -18,7 +18,7 @@ from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from rxstream._detok_table import bytelevel_char_to_byte
+from rxstream.detok import bytelevel_char_to_byte
 
 __all__ = [
     "BYTELEVEL_ADDED",

@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rxstream._replacer import Replacer
-from rxstream._stopper import StopMatcher
+from rxstream.text import Replacer, StopMatcher, stop_rules
 
 __all__ = ["MatchedWorker", "SentenceStop", "TokFlow"]
 
@@ -180,7 +179,7 @@ class SentenceStop:
 
     def __init__(self, stop_strs: Iterable[str]) -> None:
         self.stop_strs = list(stop_strs)
-        StopMatcher(self.stop_strs, owner="SentenceStop")  # validate now
+        self._rules = stop_rules(self.stop_strs, owner="SentenceStop")  # checked once, here
         self.clear()
 
     def clear(self) -> None:
@@ -192,7 +191,7 @@ class SentenceStop:
     def _get_matcher(self, opts: Opts | None) -> StopMatcher:
         if self._matcher is None:
             skip = bool((opts or {}).get("skip_existing_stop_str", False))
-            self._matcher = StopMatcher(self.stop_strs, skip_initial=skip, owner="SentenceStop")
+            self._matcher = StopMatcher(self._rules, skip_initial=skip, owner="SentenceStop")
         return self._matcher
 
     def put(self, input_token_base: str, condition: Opts | None = None) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from ._automaton import PatternTrie, StopScanner
-from ._rules import normalize_stops
+from ._rules import StopRules, stop_rules
+from ._scanners import StopScanner
 
 __all__ = ["StopMatcher", "stop_text"]
 
@@ -19,7 +19,8 @@ class StopMatcher:
     ignored. ``flush`` resolves the end of the input.
 
     Args:
-        stops: the stop strings (non-empty; duplicates are ignored).
+        stops: the stop strings (non-empty; duplicates are ignored), or :class:`StopRules` compiled
+            once with :func:`rxstream.text.stop_rules` (shared by many matchers, not checked again).
         include_stop: keep the matched stop string at the end of the output.
         prompt: text that comes before the stream (context only): it is never output, and a
             stop string lying wholly inside it does not fire; one that starts in it and ends in
@@ -36,15 +37,15 @@ class StopMatcher:
     __slots__ = ("_buf", "_buf_off", "_emitted", "_first_pending", "_held_len", "_length",
                  "_prompt_len", "_scanner", "include_stop", "stops")
 
-    def __init__(self, stops: str | Iterable[str], include_stop: bool = False, *, prompt: str = "",
-                 skip_initial: bool = False, owner: str = "stop") -> None:
+    def __init__(self, stops: str | Iterable[str] | StopRules, include_stop: bool = False, *,
+                 prompt: str = "", skip_initial: bool = False, owner: str = "stop") -> None:
         if not isinstance(prompt, str):
             raise TypeError(f"{owner}: prompt must be a str, got {type(prompt).__name__}: {prompt!r}")
-        self.stops = normalize_stops(stops, owner=owner)
+        rules = stop_rules(stops, owner=owner)
+        self.stops = rules.strings
         self.include_stop = bool(include_stop)
-        trie = PatternTrie(self.stops)
-        self._length = [len(s) for s in self.stops]
-        self._scanner = StopScanner(trie, protect=len(prompt))
+        self._length = rules.trie.links().length
+        self._scanner = StopScanner(rules.trie, protect=len(prompt))
         self._prompt_len = len(prompt)
         # Stream text received but not output: parts of _buf, the first one from _buf_off on.
         self._buf: deque[str] = deque()

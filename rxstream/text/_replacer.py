@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ._automaton import PatternTrie, ReplaceScanner
-from ._rules import Rules, normalize_rules
+from ._rules import ReplaceRules, Rules, replace_rules
+from ._scanners import ReplaceScanner
 
 __all__ = ["Replacer", "replace_text"]
 
@@ -16,15 +16,17 @@ class Replacer:
     ['Hi!', '', '\\nx', '']
 
     ``feed`` returns the output that is final; ``flush`` resolves what is still held (at the end
-    of the input) and resets the replacer for reuse.
+    of the input) and resets the replacer for reuse. ``rules`` may be compiled once with
+    :func:`rxstream.text.replace_rules` and shared by many replacers (nothing is checked again).
     """
 
     __slots__ = ("_scanner", "rules")
 
-    def __init__(self, rules: Rules, *, owner: str = "replace") -> None:
-        self.rules = normalize_rules(rules, owner=owner)
-        trie = PatternTrie([p for p, _ in self.rules])
-        self._scanner = ReplaceScanner(trie, [r for _, r in self.rules])
+    def __init__(self, rules: Rules | ReplaceRules, *, owner: str = "replace") -> None:
+        compiled = replace_rules(rules, owner=owner)
+        self.rules = compiled.pairs
+        """The rules as ``(pattern, replacement)`` pairs (a pattern given twice keeps its first rule)."""
+        self._scanner = ReplaceScanner(compiled.trie, compiled.replacements)
 
     @property
     def held(self) -> str:

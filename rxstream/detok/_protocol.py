@@ -23,7 +23,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ._detok_table import DecodeTable, table_from_hf, table_from_token_bytes, window_limit
+from ._chains import window_limit
+from ._tables import DecodeTable, table_from_hf, table_from_token_bytes
 
 __all__ = [
     "HFTokenizerAdapter",
@@ -44,7 +45,7 @@ SUPPORTED = (
 class TokenizerProtocol(Protocol):
     """What detokenization needs from a tokenizer.
 
-    ``decode_table`` returns a :class:`~rxstream._detok_table.DecodeTable` when the tokenizer's
+    ``decode_table`` returns a :class:`~rxstream.detok.DecodeTable` when the tokenizer's
     decoding can be reproduced exactly from per-id bytes (the fast O(1) path), or ``None`` to make
     the detokenizer fall back to decoding a short window of ids with ``decode``.
     """

@@ -1,95 +1,28 @@
-"""Per-id byte tables for exact, O(1)-per-token detokenization.
+"""The decoder chains of ``tokenizers``, modelled per token: which chains a per-id table
+reproduces exactly (:class:`ChainBuilder`, which also computes each token's bytes), and which a
+window of ids can stream exactly (:func:`window_limit`).
 
-A :class:`DecodeTable` holds, for every token id, the bytes the tokenizer's decoder turns it
-into, plus the few context rules a decoder applies beyond single tokens:
-
-* the *first* token of the decoded sequence can have its own form (the Metaspace decoder drops
-  every ``▁`` of token 0; the WordPiece decoder neither strips ``##`` from nor puts a space in front
-  of token 0; a decoder-less tokenizer joins tokens with spaces);
-* a ``Strip`` placed after the output has been fused into one string (Llama's
-  ``Replace/ByteFallback/Fuse/Strip``, or after ``ByteLevel``) removes up to ``start`` leading
-  characters of the whole output;
-* a ``Metaspace`` step after ``ByteFallback`` sees each run of byte tokens as one string: a
-  replacement character spelled in bytes becomes a space too (or vanishes in the first run);
-* special tokens vanish entirely when ``skip_special_tokens`` is set (they are removed before the
-  decoder runs, so the token after them can become token 0).
-
-:func:`table_from_hf` builds one from a ``tokenizers.Tokenizer`` by reading its decoder
-configuration. It returns ``None`` when the decoder does something a per-id table cannot
-reproduce exactly: any step that sees text spanning tokens (after ``Fuse``/``ByteLevel``, anything
-but a ``Strip`` of leading characters; after ``ByteFallback``, anything but one ``Metaspace`` and
-``Fuse``), ``BPEDecoder`` (its last token differs) and ``CTC`` (it merges repeated tokens), regex
-``Replace``, a ``Strip`` the Rust decoder fails on for some token, an unknown decoder (see
-:class:`_Builder` for the exact rule). The caller then falls back to a windowed decode.
+A ``tokenizers`` decoder transforms a list of strings, one per token to begin with; a chain is
+the flattened list of its steps (:func:`hf_steps`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
-    "DecodeTable",
+    "ChainBuilder",
+    "Unsupported",
     "byte_token_value",
     "bytelevel_char_to_byte",
-    "table_from_hf",
-    "table_from_token_bytes",
+    "hf_steps",
     "window_limit",
 ]
 
 _BYTE_TOKEN = re.compile(r"<0x(\+[0-9A-Fa-f]|[0-9A-Fa-f]{2})>")
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class DecodeTable:
-    """What a decoder turns each token id into, and the context rules it applies.
-
-    Attributes:
-        later: bytes of each id anywhere but first; ``None`` for ids the tokenizer does not have.
-        first: bytes of each id when it is the first (non-skipped) token; ``None`` when every id
-            has the same form in both places (then ``later`` is used).
-        skipped: ids that vanish entirely (special tokens with ``skip_special_tokens=True``).
-        strip_char: character a whole-output ``Strip`` removes from the start ("" for none).
-        strip_count: how many leading ``strip_char`` the whole-output ``Strip`` removes at most.
-        run_ids: byte-fallback ids (``<0xXX>``) whose decoded runs a later ``Metaspace`` step still
-            rewrites (empty when no ``Metaspace`` follows ``ByteFallback``).
-        run_rep: the ``Metaspace`` replacement character that such a run can spell in bytes: it
-            becomes a space, or vanishes when the run is the first token ("" for no such rule).
-        run_rep_drop_first: whether ``run_rep`` vanishes (rather than becoming a space) in a run
-            that is the first token.
-    """
-
-    later: Sequence[bytes | None]
-    first: Sequence[bytes | None] | None = None
-    skipped: frozenset[int] = field(default_factory=frozenset)
-    strip_char: str = ""
-    strip_count: int = 0
-    run_ids: frozenset[int] = field(default_factory=frozenset)
-    run_rep: str = ""
-    run_rep_drop_first: bool = False
-    fast_texts: list[str | None] | None = field(default=None, init=False, repr=False)
-    """Filled on first use by the stream engine (text of ids whose bytes are complete UTF-8)."""
-    split_tails: list[tuple[str, bytes] | None] | None = field(default=None, init=False, repr=False)
-    """Filled on first use by the stream engine: ids whose bytes end inside a character, as
-    (text before that character, its incomplete bytes)."""
-
-    @property
-    def size(self) -> int:
-        """One more than the largest id in the table (ids are ``0 <= id < size``)."""
-        return len(self.later)
-
-
-def table_from_token_bytes(
-    token_bytes: Sequence[bytes | None], skipped: frozenset[int] = frozenset()
-) -> DecodeTable:
-    """A table with no context rules: the text of ids is the UTF-8 decode of their bytes joined.
-
-    This is how tiktoken (and any byte-level tokenizer without decoder rules) decodes.
-    """
-    return DecodeTable(later=list(token_bytes), skipped=skipped)
 
 
 def bytelevel_char_to_byte() -> dict[str, int]:
@@ -127,7 +60,7 @@ def _cleanup(text: str) -> str:
     return text
 
 
-class _Unsupported(Exception):
+class Unsupported(Exception):
     """The decoder configuration cannot be reproduced by a per-id table."""
 
 
@@ -139,7 +72,7 @@ _RUNS = 1  # after ByteFallback: each run of byte tokens is one string (U+FFFD p
 _FUSED = 2  # after Fuse or ByteLevel: one string, the whole output
 
 
-class _Builder:
+class ChainBuilder:
     """Runs the per-token steps of a decoder chain over the two forms (first, later) of a token.
 
     The ``tokenizers`` decoders transform a list of strings, one per token to begin with. A
@@ -157,7 +90,7 @@ class _Builder:
 
     Everything else (regex ``Replace``, ``CTC``, ``BPEDecoder``, any other step after fusing or
     after byte conversion, a ``Strip`` that makes the Rust decoder fail on some token, an unknown
-    decoder) raises :class:`_Unsupported`: the detokenizer then decodes a window of ids instead.
+    decoder) raises :class:`Unsupported`: the detokenizer then decodes a window of ids instead.
     """
 
     def __init__(self, steps: list[Mapping[str, Any]]) -> None:
@@ -181,7 +114,7 @@ class _Builder:
                 stage = _FUSED
                 continue
             if ended:
-                raise _Unsupported(f"{kind} after a Strip of the whole output")
+                raise Unsupported(f"{kind} after a Strip of the whole output")
             if stage == _FUSED:
                 if kind == "Replace" and not after_bytes and _single_char_pattern(step):
                     continue  # one character replaced in the fused text = in each token's text
@@ -191,7 +124,7 @@ class _Builder:
                     self.strip_count = int(step.get("start", 0))
                     ended = True
                     continue
-                raise _Unsupported(f"{kind} after the output was fused into one string")
+                raise Unsupported(f"{kind} after the output was fused into one string")
             if kind == "Metaspace":
                 if _metaspace_drops_first(step):
                     self.first_differs = True
@@ -199,15 +132,15 @@ class _Builder:
                     # A run of byte tokens is one string by now: if its bytes spell the
                     # replacement character, this step rewrites it like any other token's.
                     if self.run_rep:
-                        raise _Unsupported("two Metaspace steps after ByteFallback")
+                        raise Unsupported("two Metaspace steps after ByteFallback")
                     self.run_rep = str(step.get("replacement", "▁"))
                     self.run_rep_drop_first = _metaspace_drops_first(step)
                 continue
             if stage == _RUNS:
-                raise _Unsupported(f"{kind} after ByteFallback")
+                raise Unsupported(f"{kind} after ByteFallback")
             if kind == "Replace":
                 if "String" not in step.get("pattern", {}):
-                    raise _Unsupported("regex Replace")
+                    raise Unsupported("regex Replace")
             elif kind == "WordPiece":
                 self.first_differs = True
             elif kind == "ByteFallback":
@@ -217,11 +150,11 @@ class _Builder:
                 stage = _FUSED
                 after_bytes = True
             elif kind != "Strip":
-                raise _Unsupported(f"decoder {kind!r}")
+                raise Unsupported(f"decoder {kind!r}")
 
     def forms(self, token: str) -> tuple[bytes, bytes, bool]:
         """The (first, later) bytes of one token string, and whether ``ByteFallback`` made it a
-        byte (both forms alike; :class:`_Unsupported` when only one form is a byte)."""
+        byte (both forms alike; :class:`Unsupported` when only one form is a byte)."""
         first: Form = token
         later: Form = token
         is_byte = False
@@ -238,7 +171,7 @@ class _Builder:
                 first = _byte_fallback(first)
                 later = _byte_fallback(later)
                 if isinstance(first, bytes) != isinstance(later, bytes):
-                    raise _Unsupported("a token that is a byte token in one position only")
+                    raise Unsupported("a token that is a byte token in one position only")
                 is_byte = isinstance(later, bytes)
             elif kind == "ByteLevel":
                 first = _bytelevel(first)
@@ -325,12 +258,12 @@ def _strip(form: Form, step: Mapping[str, Any]) -> Form:
     end = len(chars)
     for i in range(stop):
         if i >= len(chars):
-            raise _Unsupported("Strip fails on a token (stop beyond its start)")
+            raise Unsupported("Strip fails on a token (stop beyond its start)")
         if chars[len(chars) - i - 1] != content:
             break
         end = len(chars) - i - 1
     if cut > end:
-        raise _Unsupported("Strip fails on a token (start and stop cuts cross)")
+        raise Unsupported("Strip fails on a token (start and stop cuts cross)")
     return "".join(chars[cut:end])
 
 
@@ -349,62 +282,7 @@ def _decoder_steps(decoder_json: Mapping[str, Any] | None) -> list[Mapping[str, 
     return [decoder_json]
 
 
-def table_from_hf(tokenizer: Any, skip_special_tokens: bool) -> DecodeTable | None:
-    """Build the table of a ``tokenizers.Tokenizer``; ``None`` when no exact table exists.
-
-    Args:
-        tokenizer: a ``tokenizers.Tokenizer``.
-        skip_special_tokens: whether special tokens vanish (as in ``decode(..., skip_special_tokens)``).
-    """
-    steps = _hf_steps(tokenizer)
-    try:
-        builder = _Builder(steps or [])
-    except _Unsupported:
-        return None
-
-    added = tokenizer.get_added_tokens_decoder()
-    size = max(tokenizer.get_vocab_size(with_added_tokens=True), max(added, default=-1) + 1)
-    special = frozenset(i for i, tok in added.items() if tok.special)
-    skipped = special if skip_special_tokens else frozenset()
-
-    later: list[bytes | None] = [None] * size
-    first: list[bytes | None] = [None] * size
-    run_ids: set[int] = set()
-    joins_with_space = steps is None  # no decoder: tokens are joined with single spaces
-    first_differs = builder.first_differs or joins_with_space
-    for i in range(size):
-        token = tokenizer.id_to_token(i)
-        if token is None:
-            continue
-        if i in skipped:
-            later[i] = first[i] = b""
-            continue
-        if joins_with_space:
-            raw = token.encode("utf-8")
-            first[i] = raw
-            later[i] = b" " + raw
-            continue
-        try:
-            f, lt, is_byte = builder.forms(token)
-        except _Unsupported:
-            return None
-        if builder.run_rep and is_byte:
-            run_ids.add(i)
-        first[i] = f
-        later[i] = lt
-    return DecodeTable(
-        later=later,
-        first=first if first_differs else None,
-        skipped=skipped,
-        strip_char=builder.strip_char,
-        strip_count=builder.strip_count,
-        run_ids=frozenset(run_ids),
-        run_rep=builder.run_rep,
-        run_rep_drop_first=builder.run_rep_drop_first,
-    )
-
-
-def _hf_steps(tokenizer: Any) -> list[Mapping[str, Any]] | None:
+def hf_steps(tokenizer: Any) -> list[Mapping[str, Any]] | None:
     decoder = tokenizer.decoder
     if decoder is None:
         return None
@@ -427,7 +305,7 @@ def window_limit(tokenizer: Any) -> str | None:
     text already decoded (a ``ByteLevel`` after ``Fuse`` maps the whole output to bytes or not at
     all), which no bounded window reproduces.
     """
-    steps = _hf_steps(tokenizer)
+    steps = hf_steps(tokenizer)
     if steps is None:
         return None
     stage = _TOKENS
