@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from .._finish import Finish, FinishReason, FinishRecorder
 from .._piece import Piece
 from .._sampling_params import SamplingParams, SamplingParamsError
+from ..text import replace_rules, stop_rules
 from ._text import replace_rule, stop_string, valid_text
 
 __all__ = ["add_chat_parser", "run_chat"]
@@ -24,7 +25,7 @@ def add_chat_parser(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "chat",
         help="ask the model and stream the answer live",
-        description="Stream a chat answer through detokenize -> replace -> stop and print why it ended. "
+        description="Stream a chat answer through detokenize -> stop -> replace and print why it ended. "
         "The default model (SmolLM2-135M-Instruct) is downloaded and converted on first use.",
     )
     p.add_argument(
@@ -186,6 +187,8 @@ class _ChatSession:
         self.err = err
         self.system = [{"role": "system", "content": args.system}] if args.system else []
         self.history: list[dict[str, str]] = []
+        self.stop = stop_rules(args.stop, owner="--stop")  # compiled once for every turn
+        self.replace = replace_rules(args.replace, owner="--replace")
         tty = getattr(out, "isatty", lambda: False)()
         self.dim: Callable[[str], str] = (lambda s: f"\x1b[2m{s}\x1b[0m") if tty else (lambda s: s)
 
@@ -220,24 +223,27 @@ class _ChatSession:
         return answer
 
     def _stream(self, prompt: list[int]) -> _Answer:
-        """Run the generation through detokenize -> replace -> stop, writing the text as it
+        """Run the generation through detokenize -> stop -> replace, writing the text as it
         comes; Ctrl-C disposes the subscription (which cancels the generation)."""
         from reactivex import operators as ops
 
-        from rxstream.operators import detokenize, replace, stop
+        from rxstream.operators import text_pipeline
 
         args, out = self.args, self.out
         recorder = FinishRecorder()
         answer = _Answer(Finish(FinishReason.CANCELLED), time.perf_counter())
         source = self.model.generate(prompt, params=self.params, on_finish=recorder)
-        stages: list[Callable[[Any], Any]] = [
+        text = source.pipe(
             ops.do_action(lambda _id: answer.token_times.append(time.perf_counter())),
-            detokenize(self.model.tokenizer, prompt_ids=prompt, aligned=args.show_tokens),
-        ]
-        if args.replace:
-            stages.append(replace(args.replace))
-        if args.stop:
-            stages.append(stop(args.stop, on_finish=recorder))
+            text_pipeline(
+                self.model.tokenizer,
+                prompt_ids=prompt,
+                stop=self.stop,
+                replace=self.replace,
+                aligned=args.show_tokens,
+                on_finish=recorder,
+            ),
+        )
 
         def show(item: str | Piece) -> None:
             text = item.text if isinstance(item, Piece) else item
@@ -251,7 +257,7 @@ class _ChatSession:
             answer.failure = exc
             done.set()
 
-        subscription = source.pipe(*stages).subscribe(show, on_error=on_error, on_completed=done.set)
+        subscription = text.subscribe(show, on_error=on_error, on_completed=done.set)
         try:
             while not done.wait(0.1):
                 pass

@@ -35,17 +35,17 @@ def build_text_stream(
     scheduler: abc.SchedulerBase | None = None,
     until: reactivex.Observable[Any] | None = None,
 ) -> reactivex.Observable[str]:
-    """The text of one request: ``generate -> detokenize -> stop -> replace``.
+    """The text of one request: the model's ids through :func:`~rxstream.operators.text_pipeline`
+    (``detokenize -> stop -> replace``, the order ``rxstream chat`` uses too).
 
-    ``until`` ends the generation early when it emits (server shutdown): the ids stop there and
-    the text completes normally, so the response ends cleanly.
-
-    ``on_finish`` receives the reports of the model and of ``stop`` (pass a
-    :class:`~rxstream.FinishRecorder` to learn why the request ended); ``on_token`` sees each
-    generated id (on the model's worker thread). ``scheduler`` runs the generation loop (default:
-    the model's own pool).
+    ``on_finish`` receives the reports of the model and of the pipeline (pass a
+    :class:`~rxstream.FinishRecorder` to learn why the request ended: the first report is the
+    cause); ``on_token`` sees each generated id (on the model's worker thread). ``scheduler`` runs
+    the generation loop (default: the model's own pool). ``until`` ends the generation early when
+    it emits (server shutdown): the ids stop there and the text completes normally, so the
+    response ends cleanly.
     """
-    from rxstream.operators import detokenize, replace, stop
+    from rxstream.operators import text_pipeline
 
     ids: reactivex.Observable[int] = model.generate(
         list(prompt_ids),
@@ -54,14 +54,22 @@ def build_text_stream(
         scheduler=scheduler,
     )
     if until is not None:
-        ids = ids.pipe(ops.take_until(until))
+
+        def cancelled(_: Any) -> None:  # reported first: the pipeline then sees its ids end
+            if on_finish is not None:
+                on_finish(Finish(FinishReason.CANCELLED))
+
+        ids = ids.pipe(ops.take_until(until.pipe(ops.do_action(on_next=cancelled))))
     if on_token is not None:
         ids = ids.pipe(ops.do_action(on_next=on_token))
-    text: reactivex.Observable[str] = ids.pipe(detokenize(model.tokenizer, prompt_ids=list(prompt_ids)))
-    if request.stop:
-        text = text.pipe(stop(list(request.stop), on_finish=on_finish))
-    if request.replace:
-        text = text.pipe(replace(list(request.replace)))
+    pipeline = text_pipeline(
+        model.tokenizer,
+        prompt_ids=list(prompt_ids),
+        stop=request.stop,
+        replace=request.replace,
+        on_finish=on_finish,
+    )
+    text: reactivex.Observable[str] = ids.pipe(pipeline)
     return text
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._sampling_params import SamplingParams, SamplingParamsError
+from ..text import ReplaceRules, StopRules, replace_rules, stop_rules
 from ._errors import RequestError
 from ._limits import ServerLimits
 
@@ -35,8 +36,8 @@ class GenerationRequest:
         sampling: the sampling fields the request gave (``temperature``, ``top_p``, ``top_k``,
             ``repetition_penalty``, ``seed``), checked; the model's defaults fill in the rest
             (:meth:`sampling_params`).
-        stop: stop strings.
-        replace: replace rules from the ``rxstream`` extension.
+        stop: the stop strings, checked and compiled once (:class:`~rxstream.text.StopRules`).
+        replace: the replace rules of the ``rxstream`` extension, compiled once.
         max_tokens_given: whether the request set ``max_tokens`` itself (when it did not, the
             server may shorten the default budget to what the model's context leaves).
     """
@@ -49,8 +50,8 @@ class GenerationRequest:
     include_usage: bool
     max_tokens: int
     sampling: Mapping[str, Any]
-    stop: tuple[str, ...]
-    replace: tuple[tuple[str, str], ...]
+    stop: StopRules
+    replace: ReplaceRules
     max_tokens_given: bool = True
 
     def sampling_params(self, defaults: SamplingParams) -> SamplingParams:
@@ -392,8 +393,8 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         stream=stream,
         include_usage=include_usage,
         max_tokens=max_tokens,
-        stop=_parse_stop(body, limits),
-        replace=_parse_extension(body, limits),
+        stop=stop_rules(_parse_stop(body, limits)),
+        replace=replace_rules(_parse_extension(body, limits)),
         max_tokens_given=given,
         sampling=_parse_sampling(body),
     )
