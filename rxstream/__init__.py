@@ -15,7 +15,7 @@ and stop strings) and :mod:`rxstream.detok` (tokenizer adapters, per-id tables, 
 windowed detokenizer engines); the names above are re-exported from them.
 """
 
-from ._finish import Finish, FinishCallback, FinishReason, FinishRecorder
+from ._finish import Finish, FinishCallback, FinishOnce, FinishReason, FinishRecorder
 from ._generative_model import GenerativeModel
 from ._piece import Piece
 from ._sampling_params import SamplingOptions, SamplingParams, SamplingParamsError, SamplingParamsTypeError
@@ -27,6 +27,7 @@ from .text import Replacer, Rules, StopMatcher, replace_text, stop_text
 __all__ = [
     "Finish",
     "FinishCallback",
+    "FinishOnce",
     "FinishReason",
     "FinishRecorder",
     "GenerativeModel",

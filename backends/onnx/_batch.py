@@ -16,8 +16,7 @@ import reactivex
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
-from rxstream import Finish, FinishReason
-from rxstream._finish import FinishOnce
+from rxstream import Finish, FinishOnce, FinishReason
 
 from ._generation import GenerateCall, make_sampler
 

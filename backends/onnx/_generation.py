@@ -20,8 +20,7 @@ from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 from reactivex.scheduler import ThreadPoolScheduler
 
-from rxstream import Finish, FinishCallback, FinishReason, SamplingParams
-from rxstream._finish import FinishOnce
+from rxstream import Finish, FinishCallback, FinishOnce, FinishReason, SamplingParams
 
 from ._sampling import Sampler
 from ._session import DecoderSession

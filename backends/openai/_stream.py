@@ -13,7 +13,7 @@ from typing import Any, Literal
 import httpx
 from reactivex import abc
 
-from rxstream._finish import Finish, FinishCallback, FinishOnce, FinishReason
+from rxstream import Finish, FinishCallback, FinishOnce, FinishReason
 from rxstream._piece import Piece
 
 from ._errors import OpenAIBackendError
