@@ -365,7 +365,7 @@ def render(results: dict[str, Any]) -> str:
         "accuracy level 4).",
         "- int4: both quantize the same fp32 weights with symmetric round-to-nearest blocks of 32 but "
         "differ in rounding details, so their greedy texts differ after a few tokens; rxstream's int4 "
-        "model still answers the France question with Paris (tests/test_model_real.py).",
+        "model still answers the France question with Paris (tests/backends/test_model_real.py).",
         "- TTFT includes the prompt's forward pass (full logits for every prompt position, as the "
         "Optimum layout defines).",
     ]

@@ -46,12 +46,11 @@ from reactivex import operators as ops
 from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from rxstream import StreamDetokenizer
+from rxstream.operators import detokenize
+from rxstream.testing import tokenizers as tf
 
-from rxstream import StreamDetokenizer  # noqa: E402
-from rxstream.operators import detokenize  # noqa: E402
-from tests import tokenizer_factory as tf  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 RESULTS = ROOT / "benchmarks" / "results"
 REDECODE_BUDGET_S = 60.0
@@ -93,6 +92,7 @@ def generation_text(min_chars: int = 150_000) -> str:
 
 
 # -- methods ----------------------------------------------------------------------------------
+
 
 def rxstream_core(tok: Tokenizer, ids: Sequence[int]) -> str:
     det = StreamDetokenizer(tok)
@@ -292,7 +292,8 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         lines += [
             f"## {name} ({data['vocab']} ids)",
             "",
-            "| method | " + " | ".join(f"T={t:,}" for t in ts)
+            "| method | "
+            + " | ".join(f"T={t:,}" for t in ts)
             + f" | T={last:,} / T={ts[0]} | DecodeStream / method (T={last:,}) | exact |",
             "|---|" + "---:|" * len(ts) + "---:|---:|:---:|",
         ]
@@ -301,7 +302,8 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
             growth = f"{lastv / first:.2f}x" if first and lastv else "n/a"
             speed = f"{ref[last] / lastv:.2f}x" if lastv and ref.get(last) else "n/a"
             lines.append(
-                f"| {mname} | " + " | ".join(_fmt(vals.get(t)) for t in ts)
+                f"| {mname} | "
+                + " | ".join(_fmt(vals.get(t)) for t in ts)
                 + f" | {growth} | {speed} | {'yes' if data['exact'][mname] else 'NO'} |"
             )
         op = rows["rxstream operator"][last]

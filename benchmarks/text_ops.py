@@ -60,8 +60,40 @@ CHUNK = 4
 def make_text(size: int, seed: int = 7) -> tuple[str, list[str]]:
     """English-like text with markup; returns (text, vocabulary)."""
     rng = random.Random(seed)
-    syll = ["th", "e", "an", "in", "er", "on", "re", "at", "st", "en", "ou", "ing", "al", "ed", "or",
-            "ch", "sh", "ly", "ar", "qu", "w", "b", "p", "m", "d", "k", "v", "z", "y", "o", "a", "i"]
+    syll = [
+        "th",
+        "e",
+        "an",
+        "in",
+        "er",
+        "on",
+        "re",
+        "at",
+        "st",
+        "en",
+        "ou",
+        "ing",
+        "al",
+        "ed",
+        "or",
+        "ch",
+        "sh",
+        "ly",
+        "ar",
+        "qu",
+        "w",
+        "b",
+        "p",
+        "m",
+        "d",
+        "k",
+        "v",
+        "z",
+        "y",
+        "o",
+        "a",
+        "i",
+    ]
     vocab = sorted({"".join(rng.choice(syll) for _ in range(rng.randint(1, 4))) for _ in range(6000)})
     weights = [1.0 / (k + 5) for k in range(len(vocab))]
     tags = ["<b>", "</b>", "<i>", "</i>", "<NL>", "<|im_end|>", "[INST]", "[/INST]", "<code>", "</code>"]
@@ -97,7 +129,7 @@ def word_patterns(n: int, vocab: list[str]) -> list[str]:
 
 
 def chunked(text: str, size: int = CHUNK) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 # -- peers -------------------------------------------------------------------------------------------
@@ -105,8 +137,9 @@ def rx_operator(make: Callable[[], Any]) -> Callable[[Observable[str]], Observab
     """Wrap a put/flush engine factory as an Rx operator (one engine per subscription)."""
 
     def _op(source: Observable[str]) -> Observable[str]:
-        def subscribe(observer: abc.ObserverBase[str], scheduler: abc.SchedulerBase | None = None
-                      ) -> abc.DisposableBase:
+        def subscribe(
+            observer: abc.ObserverBase[str], scheduler: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
             engine = make()
 
             def on_next(chunk: str) -> None:
@@ -209,7 +242,7 @@ class NaiveStop:
         if best is not None and best[0] < cut:
             self.done = True
             self.held = ""
-            return s[:best[0]]
+            return s[: best[0]]
         self.held = s[cut:]
         return s[:cut]
 
@@ -218,7 +251,7 @@ class NaiveStop:
         if self.done:
             return ""
         hits = [(s.find(p), -len(p)) for p in self.stops if p in s]
-        return s[:min(hits)[0]] if hits else s
+        return s[: min(hits)[0]] if hits else s
 
 
 class TokFlowReplace:
@@ -260,8 +293,12 @@ def run_once(chunks: list[str], op: Callable[[Observable[str]], Observable[str]]
     return time.process_time() - t0, "".join(out)
 
 
-def measure(chunks: list[str], op_factory: Callable[[], Callable[[Observable[str]], Observable[str]]],
-            repeats: int, budget_s: float) -> tuple[float, int, str]:
+def measure(
+    chunks: list[str],
+    op_factory: Callable[[], Callable[[Observable[str]], Observable[str]]],
+    repeats: int,
+    budget_s: float,
+) -> tuple[float, int, str]:
     """Best chars/s over ``repeats`` runs; shrinks the input when one run would exceed ``budget_s``."""
     n = len(chunks)
     probe = chunks[: max(1, n // 200)]
@@ -298,15 +335,18 @@ def stop_length_curve(lengths: Sequence[int], chars: int) -> list[dict[str, Any]
         row["stop_include"] = _us_per_char(run, stop(pattern, include_stop=True))
         row["replace"] = _us_per_char(run, replace({pattern: "X"}))
         rows.append(row)
-        print(f"pattern length {length:6}: stop {row['stop']:7.2f} us/char  include_stop "
-              f"{row['stop_include']:7.2f}  replace {row['replace']:8.2f}", file=sys.stderr)
+        print(
+            f"pattern length {length:6}: stop {row['stop']:7.2f} us/char  include_stop "
+            f"{row['stop_include']:7.2f}  replace {row['replace']:8.2f}",
+            file=sys.stderr,
+        )
     return rows
 
 
 def tokflow_put_curve(marks: Sequence[int], window: int = 2000) -> list[dict[str, Any]]:
     """µs per ``put`` of the TokFlow facade (24-char chunks) at growing stream lengths."""
     chunk_text, _ = make_text(24 * window, seed=3)
-    chunks = [chunk_text[i:i + 24] for i in range(0, len(chunk_text), 24)]
+    chunks = [chunk_text[i : i + 24] for i in range(0, len(chunk_text), 24)]
     rows: list[dict[str, Any]] = []
     engines: dict[str, Callable[[str], object]] = {}
     tf = TokFlow([("<NL>", "\n"), ("<b>", "**"), ("</b>", "**")])
@@ -327,16 +367,23 @@ def tokflow_put_curve(marks: Sequence[int], window: int = 2000) -> list[dict[str
             row[name] = (time.process_time() - t0) / len(chunks) * 1e6
         fed = mark + 24 * len(chunks)
         rows.append(row)
-        print(f"tokflow facade at {mark:>9,} chars: TokFlow {row['TokFlow']:6.1f} us/put  "
-              f"SentenceStop {row['SentenceStop']:6.1f} us/put", file=sys.stderr)
+        print(
+            f"tokflow facade at {mark:>9,} chars: TokFlow {row['TokFlow']:6.1f} us/put  "
+            f"SentenceStop {row['SentenceStop']:6.1f} us/put",
+            file=sys.stderr,
+        )
     return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="30 KB of text, fewer sizes, one run each (< 30 s); writes *.tmp results")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="30 KB of text, fewer sizes, one run each (< 30 s); writes *.tmp results",
+    )
     parser.add_argument("--repeats", type=int, default=None, help="runs per measurement (best kept)")
     parser.add_argument("--budget", type=float, default=None, help="max seconds for one slow peer run")
     args = parser.parse_args()
@@ -383,9 +430,11 @@ def main() -> None:
                 if naive_chars == ref_chars:
                     row["naive_agrees"] = naive == ref
                 rows.append(row)
-                print(f"{kind:6} n={n:5} {opname:7} rxstream {row['rxstream'] / 1e6:6.2f} M chars/s  "
-                      f"naive {row['naive'] / 1e6:7.3f}  tokflow {row['tokflow'] / 1e6:8.4f}",
-                      file=sys.stderr)
+                print(
+                    f"{kind:6} n={n:5} {opname:7} rxstream {row['rxstream'] / 1e6:6.2f} M chars/s  "
+                    f"naive {row['naive'] / 1e6:7.3f}  tokflow {row['tokflow'] / 1e6:8.4f}",
+                    file=sys.stderr,
+                )
     lengths = (10, 100, 1000) if quick else (10, 100, 1000, 10_000)
     curve = stop_length_curve(lengths, 3_000 if quick else 30_000)
     marks = (0, 200_000) if quick else (0, 250_000, 500_000, 1_000_000, 2_000_000)
@@ -393,8 +442,15 @@ def main() -> None:
     write_results(rows, curve, puts, text_len=len(text), quick=quick, repeats=repeats)
 
 
-def write_results(rows: list[dict[str, Any]], curve: list[dict[str, Any]], puts: list[dict[str, Any]],
-                  *, text_len: int, quick: bool, repeats: int) -> None:
+def write_results(
+    rows: list[dict[str, Any]],
+    curve: list[dict[str, Any]],
+    puts: list[dict[str, Any]],
+    *,
+    text_len: int,
+    quick: bool,
+    repeats: int,
+) -> None:
     RESULTS.mkdir(exist_ok=True)
     suffix = ".tmp" if quick else ""  # quick runs never overwrite the committed results
     data = {"throughput": rows, "stop_length": curve, "tokflow_put": puts}
@@ -430,7 +486,7 @@ def write_results(rows: list[dict[str, Any]], curve: list[dict[str, Any]], puts:
         "",
         "## Cost vs pattern length",
         "",
-        "µs per character for the pattern `\"a\" * L + \"b\"` over a run of `\"a\"`, one character "
+        'µs per character for the pattern `"a" * L + "b"` over a run of `"a"`, one character '
         "per item (every character extends a partial match that fails later). Flat rows = cost "
         "independent of L (Aho-Corasick scans: a failed partial match is never rescanned). Before "
         "this table existed, `stop(include_stop=True)` cost ~51 ms per character at L = 1000 and "
@@ -440,8 +496,10 @@ def write_results(rows: list[dict[str, Any]], curve: list[dict[str, Any]], puts:
         "|---:|---:|---:|---:|---:|",
     ]
     for c in curve:
-        lines.append(f"| {c['length']:,} | {c['chars']:,} | {c['stop']:.2f} | {c['stop_include']:.2f} | "
-                     f"{c['replace']:.2f} |")
+        lines.append(
+            f"| {c['length']:,} | {c['chars']:,} | {c['stop']:.2f} | {c['stop_include']:.2f} | "
+            f"{c['replace']:.2f} |"
+        )
     lines += [
         "",
         "## TokFlow facade: cost per put vs stream length",

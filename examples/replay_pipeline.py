@@ -27,16 +27,18 @@ CORPUS = [
     "User: What is the capital of Italy?",
     "Paris is on the Seine; 🗼 café crème, naïve résumé.",
 ]
-RECORDED = ("The capital of France is Paris.<NL>Famous for the Eiffel Tower 🗼 and café crème."
-            "\nUser: and Italy?")
+RECORDED = (
+    "The capital of France is Paris.<NL>Famous for the Eiffel Tower 🗼 and café crème.\nUser: and Italy?"
+)
 
 
 def build_tokenizer() -> Tokenizer:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
     tok.train_from_iterator(CORPUS * 20, trainer)
     return tok
 
@@ -53,8 +55,10 @@ def main() -> None:
         stop("\nUser:", on_finish=finish),
     )
     text = run_text(pipeline, on_text=lambda t: print(t, end="", flush=True), timeout=30)
-    print(f"\n[finish: {finish.finish}; {len(produced)} of {len(ids)} recorded ids were produced]",
-          file=sys.stderr)
+    print(
+        f"\n[finish: {finish.finish}; {len(produced)} of {len(ids)} recorded ids were produced]",
+        file=sys.stderr,
+    )
     assert text == "The capital of France is Paris.\nFamous for the Eiffel Tower 🗼 and café crème."
 
 

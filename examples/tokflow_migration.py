@@ -1,6 +1,6 @@
 """Switching from TokFlow: change one import.
 
-    .venv/bin/python examples/tokflow_migration.py
+.venv/bin/python examples/tokflow_migration.py
 """
 
 from __future__ import annotations

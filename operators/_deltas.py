@@ -47,15 +47,17 @@ class _DeltasSink(OperatorSink[Any, Any]):
         prev = self.previous
         self.count += 1
         if not value.startswith(prev):
-            at = next((i for i, (x, y) in enumerate(zip(prev, value, strict=False)) if x != y),
-                      min(len(prev), len(value)))
+            at = next(
+                (i for i, (x, y) in enumerate(zip(prev, value, strict=False)) if x != y),
+                min(len(prev), len(value)),
+            )
             raise ValueError(
                 f"deltas: snapshot {self.count} does not extend the previous one: they differ at "
-                f"character {at} (previous {prev[at:at + 20]!r}, now {value[at:at + 20]!r})"
+                f"character {at} (previous {prev[at : at + 20]!r}, now {value[at : at + 20]!r})"
             )
         self.previous = value
         if len(value) > len(prev):
-            self.observer.on_next(value[len(prev):])
+            self.observer.on_next(value[len(prev) :])
 
     def on_completed(self) -> None:
         self.done = True

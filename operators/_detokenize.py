@@ -219,7 +219,7 @@ class _AlignedSink(OperatorSink[Any, Piece]):
 
     def take_held(self) -> tuple[int, ...]:
         """The ids held for incomplete text, then those of the current item not pushed yet."""
-        ids = (*self.held, *self.pending[self.pending_at:])
+        ids = (*self.held, *self.pending[self.pending_at :])
         self.held.clear()
         self.held_lps.clear()
         self.pending = ()

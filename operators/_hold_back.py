@@ -17,8 +17,9 @@ from ._types import TextT
 __all__ = ["hold_back"]
 
 
-def hold_back(patterns: str | Iterable[str] | StopRules, *, on_finish: FinishCallback | None = None
-              ) -> Callable[[Observable[TextT]], Observable[TextT]]:
+def hold_back(
+    patterns: str | Iterable[str] | StopRules, *, on_finish: FinishCallback | None = None
+) -> Callable[[Observable[TextT]], Observable[TextT]]:
     """Pass text through unchanged, but never emit text that could still become a pattern.
 
     The output concatenates to the input exactly. Text is held only while it could still be

@@ -16,8 +16,9 @@ from ._token_ids import TokenItem, as_id_tuple
 __all__ = ["max_tokens"]
 
 
-def max_tokens(budget: int, *, on_finish: FinishCallback | None = None
-               ) -> Callable[[Observable[TokenItem]], Observable[TokenItem]]:
+def max_tokens(
+    budget: int, *, on_finish: FinishCallback | None = None
+) -> Callable[[Observable[TokenItem]], Observable[TokenItem]]:
     """Pass at most ``budget`` token ids, then complete and dispose the upstream.
 
     Counts ids, not items: a sequence item (several ids at once) is cut to fit the budget.
@@ -52,8 +53,9 @@ def max_tokens(budget: int, *, on_finish: FinishCallback | None = None
 class _BudgetSink(OperatorSink[Any, Any]):
     __slots__ = ("left",)
 
-    def __init__(self, observer: abc.ObserverBase[Any], budget: int,
-                 on_finish: FinishCallback | None) -> None:
+    def __init__(
+        self, observer: abc.ObserverBase[Any], budget: int, on_finish: FinishCallback | None
+    ) -> None:
         super().__init__("max_tokens", observer, on_finish)
         self.left = budget
 
@@ -73,7 +75,7 @@ class _BudgetSink(OperatorSink[Any, Any]):
                 return
             if len(ids) > self.left:
                 keep = ids[: self.left]
-                cut = ids[self.left:]
+                cut = ids[self.left :]
                 value = type(value)(keep) if isinstance(value, list) else keep
                 self.left = 0
                 self.observer.on_next(value)

@@ -72,8 +72,9 @@ def text_pipeline(
     # Everything is checked and compiled once, here; each subscription only builds its stages.
     stops = stop_rules(stop, owner="text_pipeline")
     rules = replace_rules(replace, owner="text_pipeline")
-    ids_to_text = detokenize(tokenizer, skip_special_tokens=skip_special_tokens, prompt_ids=prompt_ids,
-                             aligned=aligned)
+    ids_to_text = detokenize(
+        tokenizer, skip_special_tokens=skip_special_tokens, prompt_ids=prompt_ids, aligned=aligned
+    )
 
     def stages() -> list[Callable[[Observable[Any]], Observable[Any]]]:
         out: list[Callable[[Observable[Any]], Observable[Any]]] = [ids_to_text]

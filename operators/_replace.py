@@ -17,8 +17,9 @@ from ._types import TextT
 __all__ = ["ReplaceSink", "replace"]
 
 
-def replace(rules: Rules | ReplaceRules, *, on_finish: FinishCallback | None = None
-            ) -> Callable[[Observable[TextT]], Observable[TextT]]:
+def replace(
+    rules: Rules | ReplaceRules, *, on_finish: FinishCallback | None = None
+) -> Callable[[Observable[TextT]], Observable[TextT]]:
     r"""Replace many patterns at once in a stream of text, emitting as early as possible.
 
     Scans left to right and at each position takes the **longest** pattern that occurs there
@@ -72,8 +73,13 @@ class ReplaceSink(TextSink):
 
     __slots__ = ("engine",)
 
-    def __init__(self, name: str, observer: abc.ObserverBase[Any], engine: Replacer,
-                 on_finish: FinishCallback | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        observer: abc.ObserverBase[Any],
+        engine: Replacer,
+        on_finish: FinishCallback | None = None,
+    ) -> None:
         super().__init__(name, observer, engine.feed, on_finish)
         self.engine = engine
 

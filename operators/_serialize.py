@@ -61,8 +61,9 @@ class _SerializeSink(OperatorSink[Any, Any]):
     def run(self, source: Observable[Any], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
         """Subscribe straight to the queue: a subscriber's exception is not the operator's failure
         (it propagates to the delivering thread) and the notifications may come from any thread."""
-        self.subscribe_to(source, self.on_next, scheduler, on_error=self.on_error,
-                          on_completed=self.on_completed)
+        self.subscribe_to(
+            source, self.on_next, scheduler, on_error=self.on_error, on_completed=self.on_completed
+        )
         return Disposable(self.dispose)
 
     def on_next(self, value: Any) -> None:

@@ -50,8 +50,9 @@ class OperatorSink(ABC, Generic[_In, _Out]):
 
     __slots__ = ("_on_finish", "above", "below", "done", "name", "observer", "upstream")
 
-    def __init__(self, name: str, observer: abc.ObserverBase[_Out],
-                 on_finish: Callable[[Finish], None] | None = None) -> None:
+    def __init__(
+        self, name: str, observer: abc.ObserverBase[_Out], on_finish: Callable[[Finish], None] | None = None
+    ) -> None:
         self.name = name
         self.observer = observer
         self.done = False
@@ -69,16 +70,23 @@ class OperatorSink(ABC, Generic[_In, _Out]):
         self.subscribe_to(source, self._guarded_next, scheduler)
         return Disposable(self.dispose)
 
-    def subscribe_to(self, source: Observable[_In], on_next: Callable[[Any], None],
-                     scheduler: abc.SchedulerBase | None, *,
-                     on_error: Callable[[Exception], None] | None = None,
-                     on_completed: Callable[[], None] | None = None) -> None:
+    def subscribe_to(
+        self,
+        source: Observable[_In],
+        on_next: Callable[[Any], None],
+        scheduler: abc.SchedulerBase | None,
+        *,
+        on_error: Callable[[Exception], None] | None = None,
+        on_completed: Callable[[], None] | None = None,
+    ) -> None:
         """Subscribe to ``source`` (linking the rxstream stage above, if any) with ``on_next``
         (and by default :meth:`on_error` and a guarded :meth:`on_completed`)."""
         token = _subscribing.set(self)
         try:
             self.upstream.disposable = source.subscribe(
-                on_next, on_error or self.on_error, on_completed or self._guarded_completed,
+                on_next,
+                on_error or self.on_error,
+                on_completed or self._guarded_completed,
                 scheduler=scheduler,
             )
         finally:
@@ -200,13 +208,15 @@ class OperatorSink(ABC, Generic[_In, _Out]):
         self.upstream.dispose()
 
 
-def operator(name: str, make_sink: Callable[[abc.ObserverBase[Any]], OperatorSink[Any, Any]]
-             ) -> Callable[[Observable[Any]], Observable[Any]]:
+def operator(
+    name: str, make_sink: Callable[[abc.ObserverBase[Any]], OperatorSink[Any, Any]]
+) -> Callable[[Observable[Any]], Observable[Any]]:
     """Build an operator function whose subscriptions are handled by ``make_sink(observer)``."""
 
     def _operator(source: Observable[Any]) -> Observable[Any]:
-        def subscribe(observer: abc.ObserverBase[Any],
-                      scheduler: abc.SchedulerBase | None = None) -> abc.DisposableBase:
+        def subscribe(
+            observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
             return make_sink(observer).run(source, scheduler)
 
         return Observable(subscribe)

@@ -18,9 +18,14 @@ from ._types import TextT
 __all__ = ["stop"]
 
 
-def stop(stop_strings: str | Iterable[str] | StopRules, include_stop: bool = False, *, prompt: str = "",
-         skip_initial: bool = False, on_finish: FinishCallback | None = None
-         ) -> Callable[[Observable[TextT]], Observable[TextT]]:
+def stop(
+    stop_strings: str | Iterable[str] | StopRules,
+    include_stop: bool = False,
+    *,
+    prompt: str = "",
+    skip_initial: bool = False,
+    on_finish: FinishCallback | None = None,
+) -> Callable[[Observable[TextT]], Observable[TextT]]:
     r"""End the stream before the first stop string, and cancel the generation upstream.
 
     The stop point is the **earliest start** of any stop string (the longest one if several
@@ -76,8 +81,9 @@ def stop(stop_strings: str | Iterable[str] | StopRules, include_stop: bool = Fal
 class _StopSink(TextSink):
     __slots__ = ("matcher",)
 
-    def __init__(self, observer: abc.ObserverBase[Any], matcher: StopMatcher,
-                 on_finish: FinishCallback | None) -> None:
+    def __init__(
+        self, observer: abc.ObserverBase[Any], matcher: StopMatcher, on_finish: FinishCallback | None
+    ) -> None:
         super().__init__("stop", observer, matcher.feed, on_finish)
         self.matcher = matcher
 

@@ -15,9 +15,9 @@ from ._token_ids import TokenItem, as_id_tuple, normalize_ids
 __all__ = ["stop_on_tokens"]
 
 
-def stop_on_tokens(token_ids: int | Iterable[int], include_stop: bool = False, *,
-                   on_finish: FinishCallback | None = None
-                   ) -> Callable[[Observable[TokenItem]], Observable[TokenItem]]:
+def stop_on_tokens(
+    token_ids: int | Iterable[int], include_stop: bool = False, *, on_finish: FinishCallback | None = None
+) -> Callable[[Observable[TokenItem]], Observable[TokenItem]]:
     """End a stream of token ids at the first stop token id, and dispose the upstream.
 
     Works on the ids, before detokenization, so a stop token never reaches the text. Items may
@@ -49,8 +49,13 @@ def stop_on_tokens(token_ids: int | Iterable[int], include_stop: bool = False, *
 class _StopTokensSink(OperatorSink[Any, Any]):
     __slots__ = ("include", "stops")
 
-    def __init__(self, observer: abc.ObserverBase[Any], stops: frozenset[int], include: bool,
-                 on_finish: FinishCallback | None) -> None:
+    def __init__(
+        self,
+        observer: abc.ObserverBase[Any],
+        stops: frozenset[int],
+        include: bool,
+        on_finish: FinishCallback | None,
+    ) -> None:
         super().__init__("stop_on_tokens", observer, on_finish)
         self.stops = stops
         self.include = include
@@ -70,7 +75,7 @@ class _StopTokensSink(OperatorSink[Any, Any]):
                 keep = ids[: k + 1] if self.include else ids[:k]
                 if keep:
                     self.observer.on_next(type(value)(keep) if isinstance(value, list) else keep)
-                self.end(Finish(FinishReason.STOP, stop=token, dropped=ids[k + 1:]))
+                self.end(Finish(FinishReason.STOP, stop=token, dropped=ids[k + 1 :]))
                 return
         if ids:
             self.observer.on_next(value)

@@ -40,8 +40,13 @@ class TextSink(OperatorSink[Any, Any]):
     checks_end: ClassVar[bool] = False
     """Whether :meth:`check_end` runs after each item (a class flag: no call for the others)."""
 
-    def __init__(self, name: str, observer: abc.ObserverBase[Any], feed: Callable[[str], str],
-                 on_finish: FinishCallback | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        observer: abc.ObserverBase[Any],
+        feed: Callable[[str], str],
+        on_finish: FinishCallback | None = None,
+    ) -> None:
         super().__init__(name, observer, on_finish)
         self.feed = feed
         self.aligner: Aligner | None = None

@@ -23,6 +23,4 @@ class Piece:
 
     def __post_init__(self) -> None:
         if self.logprobs is not None and len(self.logprobs) != len(self.ids):
-            raise ValueError(
-                f"Piece: {len(self.logprobs)} logprobs for {len(self.ids)} ids; need one per id"
-            )
+            raise ValueError(f"Piece: {len(self.logprobs)} logprobs for {len(self.ids)} ids; need one per id")

@@ -13,7 +13,6 @@ from typing import Any, TypedDict
 __all__ = ["SamplingOptions", "SamplingParams", "SamplingParamsError", "SamplingParamsTypeError"]
 
 
-
 class SamplingParamsError(ValueError):
     """A bad sampling parameter: ``field`` names it (so a face can name its own spelling of it,
     like ``--top-p`` or ``"top_p"``) and ``reason`` says what is wrong. The message is

@@ -11,8 +11,9 @@ from reactivex import Observable
 __all__ = ["run_text"]
 
 
-def run_text(stream: Observable[Any], *, on_text: Callable[[str], None] | None = None,
-             timeout: float | None = None) -> str:
+def run_text(
+    stream: Observable[Any], *, on_text: Callable[[str], None] | None = None, timeout: float | None = None
+) -> str:
     """Subscribe to a stream of text (``str`` or :class:`~rxstream.Piece` items), wait for its end,
     and return the whole text.
 

@@ -15,8 +15,9 @@ __all__ = ["replay"]
 _T = TypeVar("_T")
 
 
-def replay(items: Iterable[_T], interval: float = 0.0, *,
-           scheduler: abc.SchedulerBase | None = None) -> Observable[_T]:
+def replay(
+    items: Iterable[_T], interval: float = 0.0, *, scheduler: abc.SchedulerBase | None = None
+) -> Observable[_T]:
     """A cold Observable that emits ``items`` one by one, ``interval`` seconds apart, then completes.
 
     Use it to replay a recorded generation (token ids, text chunks) through a pipeline as if a
@@ -35,8 +36,9 @@ def replay(items: Iterable[_T], interval: float = 0.0, *,
     if interval < 0:
         raise ValueError(f"replay: interval must be >= 0, got {interval}")
 
-    def subscribe(observer: abc.ObserverBase[_T],
-                  sched: abc.SchedulerBase | None = None) -> abc.DisposableBase:
+    def subscribe(
+        observer: abc.ObserverBase[_T], sched: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
         default = TimeoutScheduler.singleton() if interval > 0 else CurrentThreadScheduler.singleton()
         s = scheduler or sched or default
         index = 0
@@ -55,8 +57,9 @@ def replay(items: Iterable[_T], interval: float = 0.0, *,
             else:
                 observer.on_completed()
 
-        disposable.disposable = s.schedule(step) if interval == 0 else s.schedule_relative(
-            timedelta(seconds=interval), step)
+        disposable.disposable = (
+            s.schedule(step) if interval == 0 else s.schedule_relative(timedelta(seconds=interval), step)
+        )
         return disposable
 
     return Observable(subscribe)

@@ -326,9 +326,13 @@ class _AsyncIteration(Generic[_T]):
 
     __slots__ = ("_ait", "_disposed", "_observer", "_report", "_target", "_task")
 
-    def __init__(self, ait: AsyncIterable[_T] | Callable[[], AsyncIterable[_T]],
-                 observer: abc.ObserverBase[_T], target: asyncio.AbstractEventLoop,
-                 report: FinishOnce) -> None:
+    def __init__(
+        self,
+        ait: AsyncIterable[_T] | Callable[[], AsyncIterable[_T]],
+        observer: abc.ObserverBase[_T],
+        target: asyncio.AbstractEventLoop,
+        report: FinishOnce,
+    ) -> None:
         self._ait = ait
         self._observer = observer
         self._target = target

@@ -1,6 +1,17 @@
-"""Test-suite settings: hypothesis runs without per-example deadlines (the CI machine is shared,
-so timing is noisy; speed is measured in benchmarks/, not in tests). Fixtures for the pull tests:
-the default model's wheel and a local package index serving it."""
+"""Test-suite settings and shared fixtures.
+
+* hypothesis runs without per-example deadlines (the CI machine is shared, so timing is noisy;
+  speed is measured in benchmarks/, not in tests);
+* ``tiny_dir`` / ``model``: the tiny random-weight ONNX model (seed 0, plain attention), built once
+  per session — the model most backend and server tests run on;
+* the pull tests' default-model wheel and a local package index serving it.
+
+The tests mirror the layers: ``core/``, ``operators/``, ``backends/``, ``face/`` (CLI, server,
+page), ``compat/`` and ``project/`` (layers, lint, packaging, docs, examples). Helpers shared by
+several folders stay here: ``reference.py`` (batch references), ``serve_process.py`` (the real
+``rxstream serve``), ``terminal.py`` (a pseudo-terminal), ``browser.py`` (headless Chromium),
+``package_index.py`` (a local package index), ``layers.py`` (the layer check).
+"""
 
 from __future__ import annotations
 
@@ -11,10 +22,24 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from rxstream.backends import OnnxModel, build_tiny_model
 from tests.package_index import PackageIndex
 
 settings.register_profile("rxstream", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("rxstream")
+
+
+# ------------------------------------------------------------------ the tiny model
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random-weight model's directory (seed 0, plain attention); copy it to change it."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "plain", seed=0)
+
+
+@pytest.fixture(scope="session")
+def model(tiny_dir: Path) -> OnnxModel:
+    """The tiny model, loaded on the CPU (shared: tests must leave no generation running)."""
+    return OnnxModel.load(tiny_dir, provider="cpu")
 
 
 # ------------------------------------------------------------------ the default model's wheel

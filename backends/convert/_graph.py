@@ -370,8 +370,17 @@ class _DecoderGraph:
         c = self.c
         self.b.one(
             "GroupQueryAttention",
-            [qkv, "", "", f"past_key_values.{i}.key", f"past_key_values.{i}.value", self.seqlens,
-             self.total, "cos_cache", "sin_cache"],
+            [
+                qkv,
+                "",
+                "",
+                f"past_key_values.{i}.key",
+                f"past_key_values.{i}.value",
+                self.seqlens,
+                self.total,
+                "cos_cache",
+                "sin_cache",
+            ],
             domain="com.microsoft",
             num_heads=c.num_heads,
             kv_num_heads=c.num_kv_heads,

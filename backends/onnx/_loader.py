@@ -57,10 +57,7 @@ def check_load_args(who: str, provider: Any, threads: Any, spinning: Any) -> int
     return None if threads is None else check_int(who, "threads", threads, minimum=0)
 
 
-
-def load_directory(
-    path: str | Path, provider: Provider, threads: int | None, spinning: bool
-) -> ModelParts:
+def load_directory(path: str | Path, provider: Provider, threads: int | None, spinning: bool) -> ModelParts:
     """Read the model directory ``path`` (the work of :meth:`OnnxModel.load`; arguments checked)."""
     directory = Path(path).expanduser()
     if not directory.exists():
@@ -85,9 +82,7 @@ def load_directory(
             f"OnnxModel.load: {model_file.name} has {session.num_layers} layers of KV cache but "
             f"config.json says num_hidden_layers={config.num_layers}"
         )
-    return ModelParts(
-        directory, session, tokenizer, config, frozenset(eos), template, default_sampling
-    )
+    return ModelParts(directory, session, tokenizer, config, frozenset(eos), template, default_sampling)
 
 
 def _model_file(directory: Path) -> Path:
@@ -160,12 +155,19 @@ def _open_session(
         return session
     plain = directory / BATCH_MODEL_FILE
     if plain.is_file():
-        log.info("OnnxModel: %s uses float32 GroupQueryAttention, which has no CUDA kernel; "
-                 "running %s on CUDA instead", model_file.name, plain.name)
+        log.info(
+            "OnnxModel: %s uses float32 GroupQueryAttention, which has no CUDA kernel; "
+            "running %s on CUDA instead",
+            model_file.name,
+            plain.name,
+        )
         return DecoderSession(plain, provider, threads, config, spinning)
-    log.warning("OnnxModel: %s uses float32 GroupQueryAttention, which has no CUDA kernel: "
-                "ONNX Runtime will run those nodes on the CPU (slow); export a float16 "
-                "model for CUDA", model_file.name)
+    log.warning(
+        "OnnxModel: %s uses float32 GroupQueryAttention, which has no CUDA kernel: "
+        "ONNX Runtime will run those nodes on the CPU (slow); export a float16 "
+        "model for CUDA",
+        model_file.name,
+    )
     return session
 
 
@@ -227,7 +229,6 @@ def _ids(value: Any) -> set[int]:
     if isinstance(value, list):
         return {int(v) for v in value}
     return {int(value)}
-
 
 
 def _token_text(value: Any) -> str | None:

@@ -90,7 +90,6 @@ def fused_attention_off_device(device: str, ops: frozenset[str], kv_dtype: Any) 
     return device == "cuda" and "GroupQueryAttention" in ops and np.dtype(kv_dtype) == np.float32
 
 
-
 def _kv_names(path: Path, ins: Mapping[str, Any], outs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """The KV-cache input and output names (``past_key_values.{i}.key/value``, ``present.{i}.*``),
     after checking that the graph is a decoder with KV cache in the Optimum layout."""
@@ -288,4 +287,3 @@ class SharedCache:
         self.graph.run_bound(b)
         out: npt.NDArray[np.float32] = logits.numpy()
         return out
-

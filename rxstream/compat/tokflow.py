@@ -98,7 +98,7 @@ class _Input:
                 f"put: in_type='full' snapshot does not extend the previous one "
                 f"(previous ends {previous[-20:]!r}, got {value[:40]!r}...)"
             )
-        delta = value[len(previous):]
+        delta = value[len(previous) :]
         self.text.replace(value)
         return delta
 
@@ -117,8 +117,9 @@ class TokFlow:
     """Streaming replacement with TokFlow's API: ``TokFlow([(target, replacement), ...])``."""
 
     def __init__(self, replacer_list: Iterable[tuple[str, str]] | Mapping[str, str]) -> None:
-        self.replacer_list = list(replacer_list.items()) if isinstance(replacer_list, Mapping) else list(
-            replacer_list)
+        self.replacer_list = (
+            list(replacer_list.items()) if isinstance(replacer_list, Mapping) else list(replacer_list)
+        )
         self._replacer = Replacer(self.replacer_list, owner="TokFlow")
         self._table = dict(self._replacer.rules)
         self._lengths = sorted({len(p) for p in self._table}, reverse=True)
@@ -163,7 +164,7 @@ class TokFlow:
         table = self._table
         for length in self._lengths:  # longest first; one lookup per distinct rule length
             if length <= resolved:
-                pattern = text[resolved - length:resolved]
+                pattern = text[resolved - length : resolved]
                 if pattern in table:
                     self.is_matched = True
                     self.matched_worker = MatchedWorker(pattern, table[pattern])

@@ -26,6 +26,7 @@ decoder turns a whole run of byte tokens into U+FFFD (one per byte) when any byt
 invalid, complete characters included, while the stream has already emitted those characters and
 never retracts text (one U+FFFD per maximal invalid part, as Python's ``errors="replace"``).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -130,8 +131,14 @@ class StreamDetokenizer:
             tok.decode_table(skip)
         return build
 
-    def _setup(self, tok: TokenizerProtocol, skip_special_tokens: bool, prompt: tuple[int, ...],
-               window: int, cap: int) -> None:
+    def _setup(
+        self,
+        tok: TokenizerProtocol,
+        skip_special_tokens: bool,
+        prompt: tuple[int, ...],
+        window: int,
+        cap: int,
+    ) -> None:
         self.tokenizer: TokenizerProtocol = tok
         table = tok.decode_table(skip_special_tokens)
         engine: TableEngine | WindowEngine

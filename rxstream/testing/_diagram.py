@@ -38,8 +38,13 @@ class Event:
     value: Any = None
 
 
-def parse(diagram: str, values: Mapping[str, Any] | None = None, error: BaseException | None = None,
-          *, origin: int | None = None) -> list[Event]:
+def parse(
+    diagram: str,
+    values: Mapping[str, Any] | None = None,
+    error: BaseException | None = None,
+    *,
+    origin: int | None = None,
+) -> list[Event]:
     """Parse ``diagram`` into events. Frames count from ``^`` when present (else from 0),
     shifted by ``origin`` when given."""
     values = values or {}
@@ -87,7 +92,7 @@ def _tokens(diagram: str) -> list[list[str]]:
             end = text.find("]", i + 1)
             if end < 0:
                 raise ValueError(f"marble diagram {diagram!r}: '[' at {i} is never closed")
-            tok = text[i:end + 1]
+            tok = text[i : end + 1]
             i = end + 1
         elif ch == "(":
             if group is not None:

@@ -62,8 +62,17 @@ def docstring_marbles(obj: Callable[..., Any] | str) -> list[DocMarble]:
                 raise ValueError(f"marble block {fields} is missing {sorted(missing)}")
             src, src_vals = _diagram_and_values(fields["source"])
             res, res_vals = _diagram_and_values(fields["result"])
-            out.append(DocMarble(src, src_vals, fields["operator"], res, res_vals,
-                                 fields.get("upstream"), fields.get("dispose")))
+            out.append(
+                DocMarble(
+                    src,
+                    src_vals,
+                    fields["operator"],
+                    res,
+                    res_vals,
+                    fields.get("upstream"),
+                    fields.get("dispose"),
+                )
+            )
             fields.clear()
 
     for line in doc.splitlines():

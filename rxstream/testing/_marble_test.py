@@ -43,21 +43,27 @@ class MarbleTest:
         self._start = self.origin
 
     # -- sources ---------------------------------------------------------------------------
-    def cold(self, diagram: str, values: Mapping[str, Any] | None = None,
-             error: BaseException | None = None) -> Observable[Any]:
+    def cold(
+        self, diagram: str, values: Mapping[str, Any] | None = None, error: BaseException | None = None
+    ) -> Observable[Any]:
         """A cold source: its frames count from the moment each subscriber subscribes."""
         events = parse(diagram, values, error)
         return self.scheduler.create_cold_observable(*[_recorded(e) for e in events])
 
-    def hot(self, diagram: str, values: Mapping[str, Any] | None = None,
-            error: BaseException | None = None) -> Observable[Any]:
+    def hot(
+        self, diagram: str, values: Mapping[str, Any] | None = None, error: BaseException | None = None
+    ) -> Observable[Any]:
         """A hot source: its frames are absolute; its ``^`` is frame 0, where ``run`` subscribes first."""
         events = parse(diagram, values, error, origin=self.origin)
         return self.scheduler.create_hot_observable(*[_recorded(e) for e in events])
 
     # -- running ---------------------------------------------------------------------------
-    def run(self, observable: Observable[_T] | Callable[[], Observable[_T]], *,
-            dispose_at: int | str | None = None) -> list[Event]:
+    def run(
+        self,
+        observable: Observable[_T] | Callable[[], Observable[_T]],
+        *,
+        dispose_at: int | str | None = None,
+    ) -> list[Event]:
         """Subscribe at the current frame, run the clock, and return what was observed.
 
         ``dispose_at`` disposes the subscription at that frame (an int, or a diagram whose
@@ -74,27 +80,33 @@ class MarbleTest:
 
         def subscribe(_: abc.SchedulerBase, __: Any = None) -> None:
             obs = observable if isinstance(observable, Observable) else observable()
-            holder.append(obs.subscribe(
-                lambda v: events.append(Event(now(), "N", v)),
-                lambda e: events.append(Event(now(), "E", e)),
-                lambda: events.append(Event(now(), "C")),
-                scheduler=scheduler,
-            ))
+            holder.append(
+                obs.subscribe(
+                    lambda v: events.append(Event(now(), "N", v)),
+                    lambda e: events.append(Event(now(), "E", e)),
+                    lambda: events.append(Event(now(), "C")),
+                    scheduler=scheduler,
+                )
+            )
 
         scheduler.schedule_absolute(start, subscribe)
         if dispose_at is not None:
             frame = dispose_at if isinstance(dispose_at, int) else subscription_frames(dispose_at)[1]
             if frame is None:
                 raise ValueError(f"dispose_at diagram {dispose_at!r} has no '!'")
-            scheduler.schedule_absolute(start + frame,
-                                        lambda *_: holder[0].dispose() if holder else None)
+            scheduler.schedule_absolute(start + frame, lambda *_: holder[0].dispose() if holder else None)
         scheduler.start()
         return events
 
-    def expect(self, observable: Observable[Any] | Callable[[], Observable[Any]], diagram: str,
-               values: Mapping[str, Any] | None = None,
-               error: BaseException | type[BaseException] | None = None, *,
-               dispose_at: int | str | None = None) -> None:
+    def expect(
+        self,
+        observable: Observable[Any] | Callable[[], Observable[Any]],
+        diagram: str,
+        values: Mapping[str, Any] | None = None,
+        error: BaseException | type[BaseException] | None = None,
+        *,
+        dispose_at: int | str | None = None,
+    ) -> None:
         """Run ``observable`` and assert that it emits exactly ``diagram``.
 
         ``error`` may be an exception (type and message are compared) or an exception type.
@@ -102,8 +114,13 @@ class MarbleTest:
         actual = self.run(observable, dispose_at=dispose_at)
         self.assert_events(actual, diagram, values, error)
 
-    def assert_events(self, actual: list[Event], diagram: str, values: Mapping[str, Any] | None = None,
-                      error: BaseException | type[BaseException] | None = None) -> None:
+    def assert_events(
+        self,
+        actual: list[Event],
+        diagram: str,
+        values: Mapping[str, Any] | None = None,
+        error: BaseException | type[BaseException] | None = None,
+    ) -> None:
         """Assert that ``actual`` events are exactly those of ``diagram``."""
         expected = parse(diagram, values)
         ok = len(expected) == len(actual) and all(
@@ -146,8 +163,11 @@ class MarbleTest:
         if actual != expected:
             raise MarbleMismatch(
                 "subscriptions do not match\n"
-                + "  expected: " + " ".join(render_subscription(*e) for e in expected) + "\n"
-                + "  actual:   " + " ".join(render_subscription(*a) for a in actual)
+                + "  expected: "
+                + " ".join(render_subscription(*e) for e in expected)
+                + "\n"
+                + "  actual:   "
+                + " ".join(render_subscription(*a) for a in actual)
             )
 
 

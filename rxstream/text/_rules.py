@@ -65,8 +65,9 @@ def normalize_rules(rules: Rules, *, owner: str = "replace") -> tuple[tuple[str,
     return tuple(seen.items())
 
 
-def normalize_stops(stops: str | Iterable[str], *, owner: str = "stop", what: str = "stop string"
-                    ) -> tuple[str, ...]:
+def normalize_stops(
+    stops: str | Iterable[str], *, owner: str = "stop", what: str = "stop string"
+) -> tuple[str, ...]:
     """Check stop strings (one ``str`` or several) and return them without duplicates.
 
     Raises:
@@ -144,8 +145,9 @@ def replace_rules(rules: Rules | ReplaceRules, *, owner: str = "replace") -> Rep
     return ReplaceRules(pairs, PatternTrie([p for p, _ in pairs]))
 
 
-def stop_rules(stops: str | Iterable[str] | StopRules, *, owner: str = "stop", what: str = "stop string"
-               ) -> StopRules:
+def stop_rules(
+    stops: str | Iterable[str] | StopRules, *, owner: str = "stop", what: str = "stop string"
+) -> StopRules:
     """Check stop strings (see :func:`normalize_stops`) and compile them; compiled ones pass as they are."""
     if isinstance(stops, StopRules):
         return stops

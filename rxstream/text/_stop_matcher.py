@@ -34,11 +34,28 @@ class StopMatcher:
     (['Hi', '!', ''], '\\nUser:')
     """
 
-    __slots__ = ("_buf", "_buf_off", "_emitted", "_first_pending", "_held_len", "_length",
-                 "_prompt_len", "_scanner", "include_stop", "stops")
+    __slots__ = (
+        "_buf",
+        "_buf_off",
+        "_emitted",
+        "_first_pending",
+        "_held_len",
+        "_length",
+        "_prompt_len",
+        "_scanner",
+        "include_stop",
+        "stops",
+    )
 
-    def __init__(self, stops: str | Iterable[str] | StopRules, include_stop: bool = False, *,
-                 prompt: str = "", skip_initial: bool = False, owner: str = "stop") -> None:
+    def __init__(
+        self,
+        stops: str | Iterable[str] | StopRules,
+        include_stop: bool = False,
+        *,
+        prompt: str = "",
+        skip_initial: bool = False,
+        owner: str = "stop",
+    ) -> None:
         if not isinstance(prompt, str):
             raise TypeError(f"{owner}: prompt must be a str, got {type(prompt).__name__}: {prompt!r}")
         rules = stop_rules(stops, owner=owner)
@@ -86,7 +103,7 @@ class StopMatcher:
         """Stream text received but not output (yet)."""
         if not self._held_len:
             return ""
-        return "".join(self._buf)[self._buf_off:]
+        return "".join(self._buf)[self._buf_off :]
 
     @property
     def holding(self) -> bool:
@@ -150,13 +167,13 @@ class StopMatcher:
         first = buf[0]
         if off + k < len(first):
             self._buf_off = off + k
-            return first[off:off + k]
+            return first[off : off + k]
         out: list[str] = []
         while k:
             first = buf[0]
             avail = len(first) - off
             if k < avail:
-                out.append(first[off:off + k])
+                out.append(first[off : off + k])
                 off += k
                 break
             out.append(first[off:] if off else first)
