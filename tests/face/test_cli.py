@@ -215,3 +215,22 @@ def test_int4_with_a_model_directory_is_an_error(tiny: Path, capsys: pytest.Capt
     _, err = capsys.readouterr()
     assert err.strip().startswith("rxstream chat: OnnxModel.from_pretrained: int4 applies to the known")
     assert str(tiny) in err
+
+
+def test_ctrl_c_while_chat_waits_on_stdin_is_one_line(tiny: Path) -> None:
+    """Piped stdin that never ends: Ctrl-C (SIGINT) gives exit 130 and one line, no traceback."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [RXSTREAM, "chat", "--model", str(tiny)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)  # it is reading stdin by now (nothing to do before that but parse options)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip() == "rxstream chat: interrupted"
