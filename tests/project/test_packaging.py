@@ -40,3 +40,63 @@ def test_exactly_one_onnxruntime_per_platform(sys_platform: str, machine: str, p
         if r.name.startswith("onnxruntime") and (r.marker is None or r.marker.evaluate(env))
     ]
     assert chosen == [package]
+
+
+def _package_dirs() -> dict[str, Path]:
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    return {name: ROOT / path for name, path in setuptools["package-dir"].items()}
+
+
+def test_every_package_directory_is_listed() -> None:
+    """A new subpackage cannot be forgotten in pyproject's packages list (it would be missing from
+    a wheel while an editable install still finds it)."""
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    )
+    found: set[str] = set()
+    mapped = _package_dirs()
+    for name, directory in mapped.items():
+        for init in directory.rglob("__init__.py"):
+            parts = init.parent.relative_to(directory).parts
+            dotted = ".".join([name, *parts])
+            if not any(
+                dotted.startswith(other + ".") or dotted == other
+                for other in mapped
+                if other != name and other.startswith(name + ".")
+            ):
+                found.add(dotted)
+    assert found == listed
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_the_wheel_holds_every_module_and_data_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    (wheel,) = tmp_path.glob("rxstream-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for data in (
+        "rxstream/py.typed",
+        "rxstream/operators/py.typed",
+        "rxstream/backends/py.typed",
+        "rxstream/server/static/chat.html",
+        "rxstream/server/static/favicon.svg",
+    ):
+        assert data in names, data
+    for name, directory in _package_dirs().items():
+        prefix = name.replace(".", "/")
+        for source in directory.rglob("*.py"):
+            if "__pycache__" in source.parts:
+                continue
+            inner = source.relative_to(directory).as_posix()
+            if name == "rxstream" and inner.split("/")[0] in ("operators", "backends"):
+                continue
+            assert f"{prefix}/{inner}" in names, inner
