@@ -132,6 +132,7 @@ class RegexRules:
         on_hold_limit: Literal["release", "error"] = "release",
         max_states: int = 10_000,
     ) -> None:
+        self.sources: list[Any] = list(rules)
         self.rules: list[Rule] = normalize_rules(rules)
         if not self.rules:
             raise ValueError("at least one rule is required")
@@ -275,11 +276,15 @@ class RegexScanner:
                         if acc >= 0:
                             run[2] = p
                             run[3] = acc
-                        if st is DEAD:
-                            if run[2] < 0:
-                                continue
-                        elif p >= run[4]:
+                        if p >= run[4] and st is not DEAD:
                             st = self._limit(run, st, p + 1)
+                        if st.final:  # nothing more can come of this run
+                            if st.done >= 0:
+                                run[2] = p + 1
+                                run[3] = st.done
+                            elif run[2] < 0:
+                                continue
+                            st = DEAD
                         run[1] = st
                     keep.append(run)
                 runs = keep
@@ -291,8 +296,15 @@ class RegexScanner:
             if got is None:
                 got = step(init, ch)
             steps += 1
-            if got[0] is not DEAD:
-                runs.append([p, got[0], -1, -1, p + first_limit])
+            st = got[0]
+            if st is not DEAD:
+                run = [p, st, -1, -1, p + first_limit]
+                if p >= run[4]:
+                    st = run[1] = self._limit(run, st, p + 1)
+                if st.final:
+                    run[1:4] = [DEAD, p + 1, st.done] if st.done >= 0 else [DEAD, -1, -1]
+                if run[2] >= 0 or run[1] is not DEAD:
+                    runs.append(run)
             i += 1
             if runs and runs[0][1] is DEAD:
                 runs = self._decide(runs, text, found)

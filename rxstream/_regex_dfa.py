@@ -75,11 +75,16 @@ class State:
     ``trans`` caches, per character, ``(next state, rule that matched just before it or -1)``.
     """
 
-    __slots__ = ("by_class", "ctx", "kernel", "pre", "restricted", "trans")
+    __slots__ = ("by_class", "ctx", "done", "final", "kernel", "pre", "restricted", "trans")
 
     def __init__(self, kernel: tuple[int, ...], ctx: int) -> None:
         self.kernel = kernel
         self.ctx = ctx
+        self.final = True
+        """Nothing can change any more: no longer match is possible, and whether the text so far
+        matches does not depend on the next character (it is :attr:`done`)."""
+        self.done = -1
+        """When :attr:`final`: the rule that matches the text so far, or -1."""
         self.trans: dict[str, tuple[State, int]] = {}
         self.by_class: dict[int, tuple[State, int]] = {}
         self.pre: list[tuple[tuple[int, ...], int] | None] = [None] * CTX_COUNT
@@ -87,7 +92,7 @@ class State:
 
 
 DEAD = State((), EDGE)
-"""The state from which nothing can match any more."""
+"""The state from which nothing can match any more (final, done = -1)."""
 
 
 class Dfa:
@@ -210,7 +215,22 @@ class Dfa:
             if len(self._table) >= self.max_states:
                 self._drop_cache()
             st = self._table[key] = State(key[0], ctx)
+            self._classify(st)
         return st
+
+    def _classify(self, st: State) -> None:
+        """Set ``st.final`` and ``st.done`` (see :class:`State`)."""
+        sat = self.alphabet.sat
+        arg, out, live = self.nfa.arg, self.nfa.out, self._live
+        rules = [self._pre(st, x)[1] for x in range(CTX_COUNT)]
+        pending = any(r != rules[0] for r in rules)
+        later = any(
+            sat[arg[c]][x] and any(live[m] >> x & 1 for m in self.eclose(out[c]))
+            for x in range(1, CTX_COUNT)
+            for c in self._pre(st, x)[0]
+        )
+        st.final = not (pending or later)
+        st.done = rules[0] if st.final else -1
 
     def _drop_cache(self) -> None:
         for st in self._table.values():

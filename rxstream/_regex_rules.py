@@ -9,6 +9,7 @@ folding differ from ``re``'s in places), so the two cannot be mixed.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from collections.abc import Sequence
@@ -52,12 +53,17 @@ class Rule:
         leading ``(?i)`` keep working); ``regex`` accepts inline flags anywhere, so the source is
         simply wrapped. Group numbers and names are those of the rule.
         """
-        if self.engine is re:
-            tree = _parser.parse(self.pattern, self.flags)
-            tree.data.extend(_parser.parse(suffix, 0).data)
-            return _compiler.compile(tree, self.flags)
-        newline = "\n" if self.flags & re.VERBOSE else ""
-        return self.engine.compile("(?:" + self.pattern + newline + ")" + suffix, self.flags)
+        return _with_suffix(self, suffix)
+
+
+@functools.lru_cache(maxsize=4096)
+def _with_suffix(rule: Rule, suffix: str) -> Any:
+    if rule.engine is re:
+        tree = _parser.parse(rule.pattern, rule.flags)
+        tree.data.extend(_parser.parse(suffix, 0).data)
+        return _compiler.compile(tree, rule.flags)
+    newline = "\n" if rule.flags & re.VERBOSE else ""
+    return rule.engine.compile("(?:" + rule.pattern + newline + ")" + suffix, rule.flags)
 
 
 def normalize_rules(rules: Sequence[Any]) -> list[Rule]:

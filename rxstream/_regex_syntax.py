@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "ASSERT",
     "ASSERT_NAMES",
     "A_BEGIN_LINE",
     "A_BEGIN_TEXT",
@@ -30,7 +31,6 @@ __all__ = [
     "A_END_TEXT",
     "A_NBOUND_A",
     "A_NBOUND_U",
-    "ASSERT",
     "CHAR",
     "FINAL",
     "SPLIT",
