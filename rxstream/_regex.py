@@ -73,7 +73,7 @@ from typing import Any, Literal, NamedTuple
 from ._regex_alphabet import Alphabet, _intervals
 from ._regex_dfa import DEAD, Dfa, State
 from ._regex_rules import Rule, find_all_leftmost_longest, normalize_rules
-from ._regex_syntax import CHAR, Nfa, parse_rule
+from ._regex_syntax import A_BOUND_U, ASSERT, CHAR, Nfa, parse_rule
 
 __all__ = [
     "DEFAULT_MAX_HOLD",
@@ -147,7 +147,8 @@ class RegexRules:
         for index, rule in enumerate(self.rules):
             parse_rule(nfa, index, rule.pattern, rule.flags)
         engine = self.rules[0].engine
-        self.dfa = Dfa(nfa, Alphabet(engine, nfa.leaves), max_states)
+        words = any(k == ASSERT and nfa.arg[n] >= A_BOUND_U for n, k in enumerate(nfa.kind))
+        self.dfa = Dfa(nfa, Alphabet(engine, nfa.leaves, words), max_states)
         for index, start in enumerate(nfa.starts):
             if self.dfa.nullable(start):
                 raise ValueError(f"rule {index} ({self.rules[index].pattern!r}) can match the empty string")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import array
 import functools
+import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
@@ -35,15 +36,58 @@ def _all_code_points() -> str:
     return array.array("I", range(0x110000)).tobytes().decode("utf-32-le", "surrogatepass")
 
 
+_PLAIN = re.compile(r"\[(\^?)((?:\\U[0-9a-f]{8}(?:-\\U[0-9a-f]{8})?)+)\]")
+_ITEM = re.compile(r"\\U([0-9a-f]{8})(?:-\\U([0-9a-f]{8}))?")
+
+
 @functools.lru_cache(maxsize=1024)
 def _intervals(engine: Any, source: str, flags: int) -> tuple[tuple[int, int], ...]:
-    """The code points matched by the one-character pattern ``source``, as inclusive intervals."""
+    """The code points matched by the one-character pattern ``source``, as inclusive intervals.
+
+    Literal sets and ``.`` are read off directly; anything with case folding or a category
+    (``\\w``...) is asked of the engine, over all code points.
+    """
+    plain = _PLAIN.fullmatch(source)
+    if source == "." or (plain is not None and not flags & re.IGNORECASE):
+        if source == ".":
+            ivs = [(10, 10)] if not flags & re.DOTALL else []
+            negate = True
+        else:
+            assert plain is not None
+            ivs = [(int(lo, 16), int(hi or lo, 16)) for lo, hi in _ITEM.findall(plain[2])]
+            negate = bool(plain[1])
+        merged = _merge(ivs)
+        return _complement(merged) if negate else merged
     runs = engine.compile("(?:" + source + ")+", flags).finditer(_all_code_points())
     return tuple((m.start(), m.end() - 1) for m in runs)
 
 
+def _merge(ivs: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ivs):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        elif lo <= hi:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def _complement(ivs: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    nxt = 0
+    for lo, hi in ivs:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= 0x10FFFF:
+        out.append((nxt, 0x10FFFF))
+    return tuple(out)
+
+
 class Alphabet:
     """Character classes over the predicates ``leaves`` (``(source, flags)`` pairs).
+
+    ``words=False`` (no ``\\b``/``\\B`` in the rules) leaves word characters without a context.
 
     Attributes:
         masks: per class, the bit mask of the predicates that contain it.
@@ -53,10 +97,11 @@ class Alphabet:
 
     __slots__ = ("_atom_class", "_cache", "_starts", "ctx", "masks", "sat")
 
-    def __init__(self, engine: Any, leaves: Sequence[tuple[str, int]]) -> None:
+    def __init__(self, engine: Any, leaves: Sequence[tuple[str, int]], words: bool = True) -> None:
         sets = [_intervals(engine, src, fl) for src, fl in leaves]
-        aword = _intervals(engine, "\\w", engine.ASCII)
-        uword = _intervals(engine, "\\w", 0)
+        # without \b or \B, word characters need no context of their own (they are OTHER)
+        aword = _intervals(engine, "\\w", engine.ASCII) if words else ()
+        uword = _intervals(engine, "\\w", 0) if words else ()
         cuts = {0, 10, 11}
         for ivs in (*sets, aword, uword):
             for lo, hi in ivs:
