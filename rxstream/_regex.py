@@ -217,10 +217,14 @@ class RegexScanner:
     def feed(self, chunk: str) -> ScanResult:
         """Consume ``chunk``; return the matches it decided and the released count."""
         if self._done:
-            raise ValueError("the scanner was flushed")
+            raise ValueError("the scanner was flushed (or failed)")
         found: list[RegexMatch] = []
         if chunk:
-            self._scan(chunk, found)
+            try:
+                self._scan(chunk, found)
+            except HoldLimitError:
+                self._done = True  # the state is partly updated: no further use
+                raise
         return ScanResult(found, self.released)
 
     def flush(self) -> ScanResult:
@@ -298,14 +302,11 @@ class RegexScanner:
                 got = step(init, ch)
             steps += 1
             st = got[0]
-            if st is not DEAD:
-                run = [p, st, -1, -1, p + first_limit]
-                if p >= run[4]:
-                    st = run[1] = self._limit(run, st, p + 1)
-                if st.final:
-                    run[1:4] = [DEAD, p + 1, st.done] if st.done >= 0 else [DEAD, -1, -1]
-                if run[2] >= 0 or run[1] is not DEAD:
-                    runs.append(run)
+            if st is not DEAD:  # a run starts here (it is at most 1 <= max_hold long)
+                if not st.final:
+                    runs.append([p, st, -1, -1, p + first_limit])
+                elif st.done >= 0:
+                    runs.append([p, DEAD, p + 1, st.done, p + first_limit])
             i += 1
             if runs and runs[0][1] is DEAD:
                 runs = self._decide(runs, text, found)
@@ -320,7 +321,9 @@ class RegexScanner:
     def _initial(self, prev: str) -> State:
         dfa = self.rules.dfa
         ctx = 0 if not prev else dfa.alphabet.ctx[dfa.alphabet.class_of(prev)]
-        st = self._init[prev] = dfa.initial(ctx)
+        st = dfa.initial(ctx)
+        if len(self._init) < 4096:
+            self._init[prev] = st
         return st
 
     def _limit(self, run: list[Any], st: State, length_end: int) -> State:

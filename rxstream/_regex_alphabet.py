@@ -28,6 +28,7 @@ __all__ = ["AWORD", "CTX_COUNT", "EDGE", "NL", "OTHER", "UWORD", "Alphabet"]
 
 EDGE, NL, AWORD, UWORD, OTHER = 0, 1, 2, 3, 4
 CTX_COUNT = 5
+_CACHE = 1 << 16  # characters whose class is remembered (the rest are looked up each time)
 
 
 @functools.cache
@@ -141,7 +142,9 @@ class Alphabet:
         """The class id of the character ``ch``."""
         k = self._cache.get(ch)
         if k is None:
-            k = self._cache[ch] = self._atom_class[bisect_right(self._starts, ord(ch)) - 1]
+            k = self._atom_class[bisect_right(self._starts, ord(ch)) - 1]
+            if len(self._cache) < _CACHE:
+                self._cache[ch] = k
         return k
 
 

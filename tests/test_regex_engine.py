@@ -379,6 +379,8 @@ def test_hold_limit_error_policy() -> None:
     assert [m.text for m in scanner.feed("<think>short</think>").matches] == ["<think>short</think>"]
     with pytest.raises(HoldLimitError, match="max_hold=20"):
         scanner.feed("<think>" + "x" * 30)
+    with pytest.raises(ValueError, match="flushed"):
+        scanner.feed("x")  # no use after the error
     released = RegexRules([r"<think>[^<]*</think>"], max_hold=20)
     scanner = RegexScanner(released)
     result = scanner.feed("<think>" + "x" * 30)
