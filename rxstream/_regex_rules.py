@@ -101,27 +101,29 @@ def _regex_rule(index: int, rule: Any) -> Rule:
 
 
 def find_all_leftmost_longest(
-    rules: Sequence[Any], text: str, *, max_hold: int | None = None
+    rules: Sequence[Any], text: str, *, max_hold: int | Sequence[int] | None = None
 ) -> list[tuple[int, int, int]]:
     """The batch semantics, by brute force: ``(start, end, rule)`` of every match, in order.
 
     Scan left to right; at each position take the longest non-empty match of any rule (the first
     rule on a tie), jump past it; with no match there, move one character on. ``max_hold`` caps
-    the length of a match. Whether rule ``r`` matches exactly ``text[i:j]`` in context is asked of
-    the rule's own engine: ``(?:pattern)(?<=\\A[\\s\\S]{j})`` matched at ``i`` in the whole text
-    (the look-behind pins the end at ``j``; assertions see the real neighbours). O(n^2) matches
-    per rule: for tests only.
+    the length of a match (one int, or one per rule). Whether rule ``r`` matches exactly
+    ``text[i:j]`` in context is asked of the rule's own engine:
+    ``(?:pattern)(?<=\\A[\\s\\S]{j})`` matched at ``i`` in the whole text (the look-behind
+    pins the end at ``j``; assertions see the real neighbours). O(n^2) matches per rule: for
+    tests only.
     """
     normal = normalize_rules(rules)
+    holds = [max_hold] * len(normal) if max_hold is None or isinstance(max_hold, int) else list(max_hold)
     n = len(text)
     found: list[tuple[int, int, int]] = []
     ends: dict[tuple[int, int], Any] = {}
     i = 0
     while i < n:
         best: tuple[int, int, int] | None = None
-        top = n if max_hold is None else min(n, i + max_hold)
         for r, rule in enumerate(normal):
-            for j in range(top, i, -1):
+            hold = holds[r]
+            for j in range(n if hold is None else min(n, i + hold), i, -1):
                 if best is not None and j <= best[1]:
                     break
                 pinned = ends.get((r, j))
