@@ -17,8 +17,10 @@ character stays bounded by one subset step (at most the NFA's size) -- so a patt
 Every state is checked for *liveness* when it is created: whether some continuation of the text
 (including the end of the stream) still leads to a match. That is decided exactly, once per
 NFA node and context, by a backward search over (node, previous context, next context) at
-construction (linear in the NFA's size). Dead sets become the one :data:`DEAD` state, so a run
-ends the moment nothing can come of it -- which is what makes the scanner's hold-back minimal.
+construction (linear in the NFA's size). Dead sets become the one :data:`DEAD` state, and a
+state that can neither grow its match nor depend on the next character for it is marked
+:attr:`State.final` (with the rule it matches, if any), so a run ends the moment nothing more can
+come of it -- which is what makes the scanner's hold-back minimal.
 """
 
 from __future__ import annotations
