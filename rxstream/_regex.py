@@ -1,0 +1,361 @@
+"""Streaming leftmost-longest matching of regular expressions (the engine behind regex rules).
+
+The literal scanners of :mod:`rxstream._automaton` hold back exactly the text that could still
+become a pattern; this module keeps that promise for regular expressions.
+
+**Semantics (batch).** Rules are regular expressions. Scan the text left to right; at each
+position take the *longest* non-empty match of any rule (the first rule on a tie in length), jump
+past it; with no match there, move one character on (POSIX leftmost-longest, non-overlapping;
+:func:`find_all_leftmost_longest` is the brute-force reference). So ``ab|abcd`` on ``abcd``
+matches ``abcd`` where Python's ``re`` (first alternative wins) gives ``ab``, and lazy
+quantifiers (``*?``, ``+?``, ``??``, ``{m,n}?``) mean the same as greedy ones. A rule may match at
+most ``max_hold`` characters (see below). Rules that can match the empty string are rejected.
+
+**Streaming.** :class:`RegexScanner` is fed chunks and reports each match the moment no
+continuation of the stream (including its end) could change it, and how many characters are
+*released*: every character before that point is decided (plain text, or inside a reported
+match). Text is held from the earliest start position whose run is still *alive* -- could still
+match, or extend its match -- and from nowhere else, so the hold-back is minimal. ``regex``'s
+``partial=True`` cannot give this: ``regex.compile("abcd|ab").match("abc", partial=True)`` returns
+a complete ``ab`` although one more ``d`` changes the answer.
+
+**Engine.** Patterns are parsed by Python's own parser (``re._parser``), turned into a Thompson
+NFA over character classes (:mod:`rxstream._regex_syntax`, :mod:`rxstream._regex_alphabet`), and
+run through a DFA built lazily, with a bounded state cache, and an exact liveness test
+(:mod:`rxstream._regex_dfa`). One combined DFA serves all rules; a *run* is the DFA walk from one
+start position, and each character advances each live run one step (a dictionary lookup once the
+transition is cached). Outside any run a compiled character-class search jumps to the next
+character that can start a match, at C speed.
+
+**Why not interegular** (the MIT-licensed regex-to-FSM library outlines used): its own parser
+re-implements Python's syntax only in part (no ``\\b``, ``^``, ``$``, ASCII flag; look-arounds
+"not correctly handled" by its own README), it builds the whole DFA eagerly (6 s and 8193 states
+for ``(a|b)*a(a|b){12}``, measured with 0.3.3), and its last release is from January 2024.
+Parsing with the standard library keeps the accepted syntax exactly Python's at no cost in
+dependencies, and a lazy DFA bounds construction for every pattern.
+
+**Supported:** literals, classes (ranges, negation, ``\\d \\w \\s`` and their negations, any
+Unicode), ``.``, alternation, groups (capturing, named, non-capturing), ``* + ? {m,n}`` and their
+lazy forms, the flags IGNORECASE, DOTALL, MULTILINE, VERBOSE, ASCII (global or scoped), and the
+zero-width ``\\A``, ``^`` (start of the stream; with MULTILINE also after ``"\\n"``), ``\\Z``
+(end of the stream, known only at :meth:`RegexScanner.flush`), ``$`` with MULTILINE (before
+``"\\n"`` or at the end), ``\\b``, ``\\B`` -- each decided from the previous and the next
+character, exactly as ``re`` (or ``regex``) decides it. **Rejected** with ``ValueError`` naming
+the construct: back-references, look-ahead and look-behind, conditionals, atomic groups,
+possessive quantifiers, ``$`` without MULTILINE (it also matches before a final newline: two
+characters of look-ahead), LOCALE, bytes patterns, and rules that match the empty string.
+
+**Hold limit.** A run of an unbounded pattern (``.*``, ``[^\\n]+``) stays alive as long as the
+text fits it; every live run costs one step per character. ``max_hold`` (per rule, default
+:data:`DEFAULT_MAX_HOLD` = 256) caps a rule's match length, hence the characters held for it and
+the live runs per character: work is at most ``(max_hold + 1)`` steps per character (linear in
+the text, whatever the pattern -- ``(a+)+``, ``(a|a)*b``, ``(.*a){20}`` included). 256 covers stop
+markers, role tags, keys and lines with room to spare, and keeps the worst case (every position
+a live run) to a few hundred dictionary lookups per character. ``on_hold_limit`` says what
+happens when a match could grow past it: ``"release"`` (default) -- matches longer than
+``max_hold`` do not exist (the batch semantics above with that cap; the oldest run gives the rule
+up and its text is released as soon as nothing else holds it); ``"error"`` -- :class:`HoldLimitError`
+is raised from :meth:`RegexScanner.feed` when a rule's run is still alive at ``max_hold + 1``
+characters.
+
+**Groups.** The scanner decides spans, not groups. :meth:`RegexRules.rematch` gets the groups
+of a reported match by matching the rule's own compiled pattern (``re`` or ``regex``) against the
+decided span alone, pinned at both ends, with one character of real context on each side (so
+assertions see the true neighbours); where several parses of the span exist, groups are those
+the engine's backtracking picks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NamedTuple
+
+from ._regex_alphabet import Alphabet, _intervals
+from ._regex_dfa import DEAD, Dfa, State
+from ._regex_rules import Rule, find_all_leftmost_longest, normalize_rules
+from ._regex_syntax import A_BOUND_U, ASSERT, CHAR, Nfa, parse_rule
+
+__all__ = [
+    "DEFAULT_MAX_HOLD",
+    "HoldLimitError",
+    "RegexMatch",
+    "RegexRules",
+    "RegexScanner",
+    "ScanResult",
+    "find_all_leftmost_longest",
+]
+
+DEFAULT_MAX_HOLD = 256
+
+
+class HoldLimitError(RuntimeError):
+    """A rule's match could grow past its ``max_hold`` (with ``on_hold_limit="error"``)."""
+
+
+class RegexMatch(NamedTuple):
+    """A decided match: ``text`` is the stream's ``[start, end)``, ``rule`` the rule's index.
+
+    ``before`` and ``after`` are the characters just outside the span ("" at the stream's edges),
+    kept for :meth:`RegexRules.rematch`.
+    """
+
+    rule: int
+    start: int
+    end: int
+    text: str
+    before: str
+    after: str
+
+
+class ScanResult(NamedTuple):
+    """What a feed decided: new ``matches`` and ``released``, the count of decided characters."""
+
+    matches: list[RegexMatch]
+    released: int
+
+
+class RegexRules:
+    """A compiled rule set (see the module docstring); share it between scanners.
+
+    Args:
+        rules: pattern strings, ``re.Pattern`` or ``regex.Pattern`` objects.
+        max_hold: the longest match per rule (one int for all, or one per rule).
+        on_hold_limit: ``"release"`` or ``"error"``.
+        max_states: the bound on cached DFA states.
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[Any],
+        *,
+        max_hold: int | Sequence[int] = DEFAULT_MAX_HOLD,
+        on_hold_limit: Literal["release", "error"] = "release",
+        max_states: int = 10_000,
+    ) -> None:
+        self.sources: list[Any] = list(rules)
+        self.rules: list[Rule] = normalize_rules(rules)
+        if not self.rules:
+            raise ValueError("at least one rule is required")
+        holds = [max_hold] * len(self.rules) if isinstance(max_hold, int) else list(max_hold)
+        if len(holds) != len(self.rules) or any(not isinstance(h, int) or h < 1 for h in holds):
+            raise ValueError("max_hold must be a positive int, or one per rule")
+        if on_hold_limit not in ("release", "error"):
+            raise ValueError(f"on_hold_limit must be 'release' or 'error', got {on_hold_limit!r}")
+        self.max_hold: tuple[int, ...] = tuple(holds)
+        self.on_hold_limit = on_hold_limit
+        nfa = Nfa()
+        for index, rule in enumerate(self.rules):
+            parse_rule(nfa, index, rule.pattern, rule.flags)
+        engine = self.rules[0].engine
+        words = any(k == ASSERT and nfa.arg[n] >= A_BOUND_U for n, k in enumerate(nfa.kind))
+        self.dfa = Dfa(nfa, Alphabet(engine, nfa.leaves, words), max_states)
+        for index, start in enumerate(nfa.starts):
+            if self.dfa.nullable(start):
+                raise ValueError(f"rule {index} ({self.rules[index].pattern!r}) can match the empty string")
+        # (length, rules that may not grow past it), by length: applied to a run older than length
+        limits: dict[int, int] = {}
+        for index, hold in enumerate(holds):
+            limits[hold] = limits.get(hold, 0) | 1 << index
+        self.limits: list[tuple[int, int]] = sorted(limits.items())
+        ranges = sorted({iv for n in self.dfa.first_nodes() for iv in _leaf_ivs(engine, nfa, n)})
+        source = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
+        self.skip: Callable[[str, int], Any] = (
+            engine.compile("[" + source + "]").search if source else _never
+        )
+        self._pinned: dict[tuple[int, bool], Any] = {}
+
+    def rematch(self, match: RegexMatch) -> Any:
+        """The ``re.Match`` (or ``regex.Match``) of ``match``'s rule over exactly its span.
+
+        It is matched in the string ``match.before + match.text + match.after``, so its offsets
+        are shifted by ``len(match.before)``; ``.group()``, ``.groups()``, ``.groupdict()`` and
+        ``.expand()`` are those of the span. None only if the engine disagrees with the scanner.
+        """
+        tail = bool(match.after)
+        pinned = self._pinned.get((match.rule, tail))
+        if pinned is None:
+            suffix = "(?=[\\s\\S]\\Z)" if tail else "\\Z"
+            pinned = self._pinned[(match.rule, tail)] = self.rules[match.rule].with_suffix(suffix)
+        return pinned.match(match.before + match.text + match.after, len(match.before))
+
+
+def _leaf_ivs(engine: Any, nfa: Nfa, node: int) -> tuple[tuple[int, int], ...]:
+    assert nfa.kind[node] == CHAR
+    return _intervals(engine, *nfa.leaves[nfa.arg[node]])
+
+
+def _never(text: str, pos: int = 0) -> None:
+    return None
+
+
+class RegexScanner:
+    """Streaming leftmost-longest matcher over a :class:`RegexRules` (see the module docstring).
+
+    Attributes:
+        pos: characters fed so far.
+        released: characters decided so far (text before it is plain or in a reported match).
+        steps: DFA steps taken (for complexity tests: at most ``(max(max_hold) + 1) * pos``).
+    """
+
+    def __init__(self, rules: RegexRules) -> None:
+        self.rules = rules
+        self.pos = 0
+        self.released = 0
+        self.steps = 0
+        self._buf = ""  # the stream from _base on: one character of context, then the held text
+        self._base = 0
+        self._runs: list[list[Any]] = []  # [start, state, best end, best rule, limit]
+        self._init: dict[str, State] = {}
+        self._resets = rules.dfa.resets
+        self._done = False
+
+    @property
+    def held(self) -> str:
+        """The text not yet released."""
+        return self._buf[self.released - self._base :]
+
+    def feed(self, chunk: str) -> ScanResult:
+        """Consume ``chunk``; return the matches it decided and the released count."""
+        if self._done:
+            raise ValueError("the scanner was flushed (or failed)")
+        found: list[RegexMatch] = []
+        if chunk:
+            try:
+                self._scan(chunk, found)
+            except HoldLimitError:
+                self._done = True  # the state is partly updated: no further use
+                raise
+        return ScanResult(found, self.released)
+
+    def flush(self) -> ScanResult:
+        """End of stream: decide every pending run (``\\Z`` and ``$`` hold here)."""
+        found: list[RegexMatch] = []
+        if not self._done:
+            self._done = True
+            dfa = self.rules.dfa
+            for run in self._runs:
+                if run[1] is not DEAD:
+                    rule = dfa.accept_at_end(run[1])
+                    if rule >= 0:
+                        run[2], run[3] = self.pos, rule
+                    run[1] = DEAD
+            self._runs = self._decide(self._runs, self._buf, found)
+            self.released = self.pos
+            self._buf = self._buf[-1:]
+            self._base = self.pos - len(self._buf)
+        return ScanResult(found, self.released)
+
+    def _scan(self, chunk: str, found: list[RegexMatch]) -> None:
+        dfa = self.rules.dfa
+        if dfa.resets != self._resets:
+            self._init.clear()
+            self._resets = dfa.resets
+        step = dfa.step
+        skip = self.rules.skip
+        init_after = self._init
+        first_limit = self.rules.limits[0][0]
+        runs = self._runs
+        text = self._buf + chunk
+        tb = self._base
+        i = len(self._buf)
+        n = len(text)
+        steps = 0
+        while i < n:
+            if not runs:
+                m = skip(text, i)
+                if m is None:
+                    break
+                i = m.start()
+            ch = text[i]
+            p = tb + i
+            if runs:
+                steps += len(runs)
+                keep = []
+                for run in runs:
+                    st = run[1]
+                    if st is not DEAD:
+                        got = st.trans.get(ch)
+                        if got is None:
+                            got = step(st, ch)
+                        st, acc = got
+                        if acc >= 0:
+                            run[2] = p
+                            run[3] = acc
+                        if p >= run[4] and st is not DEAD:
+                            st = self._limit(run, st, p + 1)
+                        if st.final:  # nothing more can come of this run
+                            if st.done >= 0:
+                                run[2] = p + 1
+                                run[3] = st.done
+                            elif run[2] < 0:
+                                continue
+                            st = DEAD
+                        run[1] = st
+                    keep.append(run)
+                runs = keep
+            prev = text[i - 1] if i else ""
+            init = init_after.get(prev)
+            if init is None:
+                init = self._initial(prev)
+            got = init.trans.get(ch)
+            if got is None:
+                got = step(init, ch)
+            steps += 1
+            st = got[0]
+            if st is not DEAD:  # a run starts here (it is at most 1 <= max_hold long)
+                if not st.final:
+                    runs.append([p, st, -1, -1, p + first_limit])
+                elif st.done >= 0:
+                    runs.append([p, DEAD, p + 1, st.done, p + first_limit])
+            i += 1
+            if runs and runs[0][1] is DEAD:
+                runs = self._decide(runs, text, found)
+        self.steps += steps
+        self.pos = tb + n
+        self._runs = runs
+        self.released = runs[0][0] if runs else self.pos
+        keep_from = max(self.released - 1 - tb, 0)
+        self._buf = text[keep_from:]
+        self._base = tb + keep_from
+
+    def _initial(self, prev: str) -> State:
+        dfa = self.rules.dfa
+        ctx = 0 if not prev else dfa.alphabet.ctx[dfa.alphabet.class_of(prev)]
+        st = dfa.initial(ctx)
+        if len(self._init) < 4096:
+            self._init[prev] = st
+        return st
+
+    def _limit(self, run: list[Any], st: State, length_end: int) -> State:
+        """Apply the hold limits a run of ``length_end - start`` characters has passed."""
+        length = length_end - run[0]
+        mask = 0
+        nxt = None
+        for hold, rules in self.rules.limits:
+            if hold < length:
+                mask |= rules
+            elif nxt is None:
+                nxt = hold
+        if self.rules.on_hold_limit == "error":
+            for r in range(len(self.rules.rules)):
+                if mask >> r & 1 and self.rules.dfa.alive_for(st, r):
+                    raise HoldLimitError(
+                        f"rule {r} ({self.rules.rules[r].pattern!r}) could match more than "
+                        f"max_hold={self.rules.max_hold[r]} characters"
+                    )
+        run[4] = (run[0] + nxt) if nxt is not None else 1 << 62
+        return self.rules.dfa.without_rules(st, mask)
+
+    def _decide(self, runs: list[list[Any]], text: str, found: list[RegexMatch]) -> list[list[Any]]:
+        """Report the matches of the dead runs at the front; drop the runs they cover."""
+        tb = self._base
+        while runs and runs[0][1] is DEAD:
+            start, _, end, rule, _ = runs[0]
+            if end < 0:
+                runs = runs[1:]
+                continue
+            before = text[start - tb - 1] if start > 0 else ""
+            after = text[end - tb] if end - tb < len(text) else ""
+            found.append(RegexMatch(rule, start, end, text[start - tb : end - tb], before, after))
+            runs = [r for r in runs if r[0] >= end]
+        return runs

@@ -1,0 +1,387 @@
+"""The streaming regex engine (rxstream._regex) against the brute-force batch reference."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import regex
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from rxstream._regex import (
+    HoldLimitError,
+    RegexMatch,
+    RegexRules,
+    RegexScanner,
+    find_all_leftmost_longest,
+)
+
+Triple = tuple[int, int, int]
+
+
+def stream(rules: RegexRules, text: str, cuts: Sequence[int] = ()) -> tuple[list[Triple], list[int]]:
+    """Feed ``text`` split at ``cuts`` then flush: the matches, and ``released`` after each feed."""
+    scanner = RegexScanner(rules)
+    found: list[Triple] = []
+    released: list[int] = []
+    bounds = [0, *sorted(set(c for c in cuts if 0 < c < len(text))), len(text)]
+    for a, b in itertools.pairwise(bounds):
+        result = scanner.feed(text[a:b])
+        found += [(m.start, m.end, m.rule) for m in result.matches]
+        assert all(m.end <= result.released for m in result.matches)
+        released.append(result.released)
+    end = scanner.flush()
+    found += [(m.start, m.end, m.rule) for m in end.matches]
+    assert end.released == len(text)
+    return found, released
+
+
+def state_after(rules: RegexRules, text: str) -> tuple[list[Triple], int]:
+    """The matches reported while feeding ``text`` (one character at a time) and ``released``."""
+    scanner = RegexScanner(rules)
+    found: list[Triple] = []
+    released = 0
+    for ch in text:
+        result = scanner.feed(ch)
+        found += [(m.start, m.end, m.rule) for m in result.matches]
+        released = result.released
+    return found, released
+
+
+# -- random regular expressions over a small alphabet ------------------------------------------
+
+LEAVES = ["a", "b", "A", " ", "[ab]", "[^a]", ".", "\\w", "\\s", "[a-b ]", "\\W"]
+ASSERTIONS = ["\\b", "\\B", "^", "$", "\\A", "\\Z"]
+
+
+def _combine(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    pair = st.tuples(children, children)
+    return st.one_of(
+        pair.map(lambda p: p[0] + p[1]),
+        pair.map(lambda p: f"(?:{p[0]}|{p[1]})"),
+        children.map(lambda x: f"(?:{x})*"),
+        children.map(lambda x: f"(?:{x})+"),
+        children.map(lambda x: f"(?:{x})?"),
+        children.map(lambda x: f"(?:{x}){{1,2}}"),
+        children.map(lambda x: f"({x})"),
+        children.map(lambda x: f"(?:{x})+?"),
+    )
+
+
+patterns = st.recursive(st.sampled_from(LEAVES) | st.sampled_from(ASSERTIONS), _combine, max_leaves=5)
+flag_sets = st.sampled_from([re.M, re.M | re.I, re.M | re.S, re.M | re.I | re.S, re.M | re.A])
+TEXT_ALPHABET = "abA \n_"
+
+
+def make_rules(sources: list[str], flags: int, **options: Any) -> RegexRules | None:
+    """Compile the generated patterns; None (the example is skipped) if one matches ""."""
+    compiled = [re.compile(s, flags) for s in sources]
+    try:
+        return RegexRules(compiled, **options)
+    except ValueError as exc:
+        assert "empty string" in str(exc)
+        return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(
+    st.lists(patterns, min_size=1, max_size=3),
+    flag_sets,
+    st.text(alphabet=TEXT_ALPHABET, max_size=14),
+    st.lists(st.integers(0, 14), max_size=5),
+)
+def test_streamed_matches_equal_batch_under_any_chunking(
+    sources: list[str], flags: int, text: str, cuts: list[int]
+) -> None:
+    rules = make_rules(sources, flags)
+    assume(rules is not None)
+    assert rules is not None
+    expected = find_all_leftmost_longest(rules.sources, text)
+    found, released = stream(rules, text, cuts)
+    assert found == expected
+    # chunking invariance of the hold-back: released depends on the text so far only
+    one_by_one = stream(rules, text, range(len(text)))[1]
+    bounds = [*sorted(set(c for c in cuts if 0 < c < len(text))), len(text)]
+    assert released == [one_by_one[b - 1] for b in bounds] if text else True
+
+
+def _valid_prefix(rules: list[Any], text: str, r: int, continuations: list[str]) -> bool:
+    """Whether the fate of text[:r] is the same for every continuation (brute force)."""
+    seen = None
+    for x in continuations:
+        decided = [m for m in find_all_leftmost_longest(rules, text + x) if m[0] < r]
+        if any(m[1] > r for m in decided):
+            return False
+        if seen is None:
+            seen = decided
+        elif decided != seen:
+            return False
+    return True
+
+
+def _continuations(alphabet: str, length: int) -> list[str]:
+    return ["".join(p) for k in range(length + 1) for p in itertools.product(alphabet, repeat=k)]
+
+
+CONT_ALPHABET = "a \n_"
+SHORT = _continuations(CONT_ALPHABET, 3)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(st.lists(patterns, min_size=1, max_size=2), flag_sets, st.text(alphabet="ab \n_", max_size=8))
+def test_hold_back_is_minimal(sources: list[str], flags: int, text: str) -> None:
+    """Released == the longest prefix whose fate no continuation changes (brute-force oracle)."""
+    rules = make_rules(sources, flags)
+    assume(rules is not None)
+    assert rules is not None
+    pats = rules.sources
+    found, released = state_after(rules, text)
+    # sound: every continuation agrees with what was released (and reported)
+    for x in SHORT:
+        batch = find_all_leftmost_longest(pats, text + x)
+        assert [m for m in batch if m[0] < released] == found
+        assert all(m[1] <= released for m in batch if m[0] < released)
+    # minimal: no longer prefix is decided (continuations up to 3, then up to 5 characters)
+    for r in range(released + 1, len(text) + 1):
+        if _valid_prefix(pats, text, r, SHORT):
+            longer = _continuations(CONT_ALPHABET + "bA", 5)
+            assert not _valid_prefix(pats, text, r, longer), (text, r, released)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(
+    st.lists(patterns, min_size=1, max_size=3),
+    flag_sets,
+    st.text(alphabet=TEXT_ALPHABET, max_size=14),
+    st.lists(st.integers(1, 4), min_size=3, max_size=3),
+    st.lists(st.integers(0, 14), max_size=4),
+)
+def test_max_hold_release_caps_match_length(
+    sources: list[str], flags: int, text: str, holds: list[int], cuts: list[int]
+) -> None:
+    holds = holds[: len(sources)]
+    rules = make_rules(sources, flags, max_hold=holds)
+    assume(rules is not None)
+    assert rules is not None
+    expected = find_all_leftmost_longest(rules.sources, text, max_hold=holds)
+    found, released = stream(rules, text, cuts)
+    assert found == expected
+    for b, rel in zip(sorted(set(c for c in cuts if 0 < c < len(text))), released, strict=False):
+        assert b - rel <= max(holds)  # never more than max_hold characters held
+
+
+# -- examples ----------------------------------------------------------------------------------
+
+
+def test_longest_alternative_wins_unlike_re() -> None:
+    rules = RegexRules(["ab|abcd"])
+    assert re.search("ab|abcd", "abcd").group() == "ab"  # type: ignore[union-attr]
+    assert stream(rules, "abcd", range(4))[0] == [(0, 4, 0)]
+    scanner = RegexScanner(rules)
+    assert scanner.feed("ab").matches == [] and scanner.held == "ab"
+    assert scanner.feed("c").released == 0  # "abc" may still become "abcd"
+    result = scanner.feed("x")
+    assert [m.text for m in result.matches] == ["ab"] and result.released == 4
+
+
+def test_role_marker_regex() -> None:
+    rules = RegexRules([r"\n\s*(?:User|Human):"])
+    text = "Sure.\n\n  User: next"
+    scanner = RegexScanner(rules)
+    releases = [scanner.feed(ch).released for ch in text[:9]]
+    assert releases[:5] == [1, 2, 3, 4, 5]  # released at once: no "\n" yet
+    assert releases[5:] == [5, 5, 5, 5]  # "\n", "\n ", ... could start a marker
+    assert stream(rules, text, range(len(text)))[0] == [(5, 14, 0)]
+    assert stream(rules, "a\nUserX", range(7))[0] == []
+
+
+def test_api_key_one_character_at_a_time() -> None:
+    rules = RegexRules([r"sk-[A-Za-z0-9]{20,}"])
+    key = "sk-" + "Ab3" * 12 + "x"  # 40 characters
+    text = f"my key is {key}. ok"
+    scanner = RegexScanner(rules)
+    found: list[RegexMatch] = []
+    for i, ch in enumerate(text):
+        result = scanner.feed(ch)
+        found += result.matches
+        if 10 <= i < 10 + 40:
+            assert result.released == 10  # the key is held while it grows
+    found += scanner.flush().matches
+    assert [(m.start, m.text) for m in found] == [(10, key)]
+
+
+def test_back_to_back_matches() -> None:
+    rules = RegexRules([r"a+b", r"c"])
+    assert stream(rules, "abaabcab", range(8))[0] == [(0, 2, 0), (2, 5, 0), (5, 6, 1), (6, 8, 0)]
+    assert stream(rules, "abaabcab")[0] == [(0, 2, 0), (2, 5, 0), (5, 6, 1), (6, 8, 0)]
+
+
+def test_tie_goes_to_first_rule_and_leftmost_beats_longest() -> None:
+    rules = RegexRules([r"b+", r"[ab]+", r"ab"])
+    assert stream(rules, "xabbb", range(5))[0] == [(1, 5, 1)]
+    assert stream(RegexRules([r"ab", r"[ab]b"]), "ab")[0] == [(0, 2, 0)]
+
+
+def test_assertions_need_the_next_character() -> None:
+    rules = RegexRules([r"\bcat\b", r"(?m)end$"])
+    scanner = RegexScanner(rules)
+    assert scanner.feed("a cat").released == 2  # "cat" or "cats"?
+    assert [m.text for m in scanner.feed(" ").matches] == ["cat"]
+    assert scanner.feed("the end").released == 10
+    assert [m.text for m in scanner.feed("\n").matches] == ["end"]
+    scanner = RegexScanner(RegexRules([r"end\Z"]))
+    assert scanner.feed("the end").matches == []
+    assert [m.text for m in scanner.flush().matches] == ["end"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "construct"),
+    [
+        (r"(a)\1", "back-reference"),
+        (r"(?P<x>a)(?P=x)", "back-reference"),
+        (r"(?=a)a", "look-ahead"),
+        (r"(?!a)b", "negative look-ahead"),
+        (r"(?<=a)b", "look-behind"),
+        (r"(?<!a)b", "negative look-behind"),
+        (r"(a)?(?(1)a|b)", "conditional"),
+        (r"a++", "possessive"),
+        (r"a*+b", "possessive"),
+        (r"(?>a)", "atomic group"),
+        (r"a$", "$ without MULTILINE"),
+        (r"a*", "empty string"),
+        (r"\b", "empty string"),
+        (r"(?m)^$", "empty string"),
+        (r"a(", "missing )"),
+    ],
+)
+def test_rejected_constructs_are_named(pattern: str, construct: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(construct)):
+        RegexRules([pattern])
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(TypeError):
+        RegexRules("abc")
+    with pytest.raises(TypeError):
+        RegexRules([b"abc"])
+    with pytest.raises(ValueError, match="bytes"):
+        RegexRules([re.compile(b"abc")])
+    with pytest.raises(ValueError, match="at least one"):
+        RegexRules([])
+    with pytest.raises(ValueError, match="max_hold"):
+        RegexRules(["a"], max_hold=0)
+    with pytest.raises(ValueError, match="on_hold_limit"):
+        RegexRules(["a"], on_hold_limit="drop")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="mixed"):
+        RegexRules(["a", regex.compile("b")])
+    with pytest.raises(ValueError, match="FULLCASE"):
+        RegexRules([regex.compile("a", regex.FULLCASE | regex.I)])
+
+
+def test_flags_inline_and_scoped() -> None:
+    text = "Foo\nfoo FOO f\noo"
+    cases: list[tuple[Any, list[Triple]]] = [
+        (r"(?i)foo", [(0, 3, 0), (4, 7, 0), (8, 11, 0)]),
+        (r"(?i:f)oo", [(0, 3, 0), (4, 7, 0)]),
+        (r"(?s)f.oo", [(12, 16, 0)]),
+        (r"(?m)^foo", [(4, 7, 0)]),
+        (re.compile(r" f o o # spaced", re.X | re.I), [(0, 3, 0), (4, 7, 0), (8, 11, 0)]),
+        (re.compile(r"\w+", re.A), [(0, 3, 0), (4, 7, 0), (8, 11, 0), (12, 13, 0), (14, 16, 0)]),
+    ]
+    for rule, expected in cases:
+        rules = RegexRules([rule])
+        assert stream(rules, text, range(len(text)))[0] == expected, rule
+        assert find_all_leftmost_longest([rule], text) == expected
+
+
+def test_unicode_classes_and_case() -> None:
+    text = "Ünïcödé ΣΊΣΥΦΟΣ ٣٤ x \u212a k K \u017f s S"
+    cases = [r"\w+", r"(?i)σίσυφος", r"\d+", r"[^\W\d]+", r"(?a)\w+", r"[ά-ω]+"]
+    for rule in [*cases, r"(?i)k", r"(?i)s", r"(?ia)[k-s]"]:
+        rules = RegexRules([rule])
+        assert stream(rules, text, range(len(text)))[0] == find_all_leftmost_longest([rule], text), rule
+
+
+def test_regex_patterns_use_their_own_semantics() -> None:
+    word = regex.compile(r"\w+")
+    text = "a\u0301b c"  # a combining mark: a word character for regex, not for re
+    assert stream(RegexRules([word]), text)[0] == [(0, 3, 0), (4, 5, 0)]
+    assert stream(RegexRules([r"\w+"]), text)[0] == [(0, 1, 0), (2, 3, 0), (4, 5, 0)]
+    rules = RegexRules([regex.compile(r"(?i)(ab)c|x")])
+    assert stream(rules, "xABC", range(4))[0] == [(0, 1, 0), (1, 4, 0)]
+
+
+def test_rematch_gives_groups_of_the_decided_span() -> None:
+    rules = RegexRules([r"(?P<k>[a-z]+)=(\d+)", r"\bx\B"])
+    scanner = RegexScanner(rules)
+    matches = scanner.feed("key=12 xy k=3").matches + scanner.flush().matches
+    m0 = rules.rematch(matches[0])
+    assert (m0.group(), m0["k"], m0.group(2), m0.expand(r"\2:\g<k>")) == ("key=12", "key", "12", "12:key")
+    assert rules.rematch(matches[1]).group() == "x"  # \B needs the real next character
+    assert rules.rematch(matches[2]).groups() == ("k", "3")
+    # the alternative re picks first would end elsewhere: the re-match is pinned to the span
+    rules = RegexRules([r"(a|ab)(c|bcd)"])
+    (m,) = stream_matches(rules, "abcd")
+    assert rules.rematch(m).groups() == ("a", "bcd")
+
+
+def stream_matches(rules: RegexRules, text: str) -> list[RegexMatch]:
+    scanner = RegexScanner(rules)
+    return [*scanner.feed(text).matches, *scanner.flush().matches]
+
+
+# -- complexity --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [
+        (r"(a+)+\Z", "a" * 100_000 + "b"),
+        (r"(?m)(a+)+$", "a" * 100_000 + "!"),
+        (r"(a|a)*b", "a" * 100_000),
+        (r"(a|aa)+c", "a" * 100_000),
+        (r"(.*a){20}", "a" * 100_000),
+        (r"(a|b)*a(a|b){20}", "ab" * 50_000),
+    ],
+)
+def test_linear_steps_on_redos_patterns(pattern: str, text: str) -> None:
+    hold = 16
+    rules = RegexRules([pattern], max_hold=hold)
+    scanner = RegexScanner(rules)
+    for i in range(0, len(text), 4096):
+        scanner.feed(text[i : i + 4096])
+    found = scanner.flush().matches
+    assert scanner.steps <= (hold + 2) * len(text)
+    assert scanner.held == ""
+    assert found == []  # no match of at most 16 characters in these texts
+    short = text[:10] + text[-10:]  # the reference backtracks exponentially on these
+    expected = find_all_leftmost_longest([pattern], short, max_hold=hold)
+    assert stream(rules, short, range(0, len(short), 3))[0] == expected
+
+
+def test_dfa_state_bound_drops_the_cache_and_keeps_results() -> None:
+    pattern = r"(a|b)*a(a|b){12}"
+    text = "".join("ab"[(i * 7 + i // 3) % 2] for i in range(600))
+    small = RegexRules([pattern], max_states=16, max_hold=40)
+    big = RegexRules([pattern], max_hold=40)
+    assert stream(small, text)[0] == stream(big, text)[0]
+    assert small.dfa.resets > 0
+    assert len(small.dfa._table) <= 16
+
+
+def test_hold_limit_error_policy() -> None:
+    rules = RegexRules([r"<think>[^<]*</think>"], max_hold=20, on_hold_limit="error")
+    scanner = RegexScanner(rules)
+    assert [m.text for m in scanner.feed("<think>short</think>").matches] == ["<think>short</think>"]
+    with pytest.raises(HoldLimitError, match="max_hold=20"):
+        scanner.feed("<think>" + "x" * 30)
+    with pytest.raises(ValueError, match="flushed"):
+        scanner.feed("x")  # no use after the error
+    released = RegexRules([r"<think>[^<]*</think>"], max_hold=20)
+    scanner = RegexScanner(released)
+    result = scanner.feed("<think>" + "x" * 30)
+    assert result.matches == [] and result.released == 37
