@@ -1,4 +1,4 @@
-"""Rule sets for :mod:`rxstream._regex`: accepted pattern types, flags, and the batch reference.
+"""Rule sets for :mod:`rxstream.text._regex`: accepted pattern types, flags, and the batch reference.
 
 A rule is a pattern string, a ``re.Pattern`` or a ``regex.Pattern`` (the third-party ``regex``
 package, used through its ``.pattern`` and ``.flags``; never imported unless such a pattern is

@@ -1,4 +1,4 @@
-"""A lazily built DFA over the NFA of :mod:`rxstream._regex_syntax`, with one character of context.
+"""A lazily built DFA over the NFA of :mod:`rxstream.text._regex_syntax`, with one character of context.
 
 A DFA state is a set of NFA *kernel* nodes (character tests, assertions and finals reached by
 plain epsilon moves) plus the context of the previous character. Assertions are left pending in

@@ -1,6 +1,6 @@
 """The alphabet of a rule set: Unicode cut into classes of characters that behave alike.
 
-Each character predicate of the NFA (a literal, a class, ``.``; see :mod:`rxstream._regex_syntax`)
+Each character predicate of the NFA (a literal, a class, ``.``; see :mod:`rxstream.text._regex_syntax`)
 is turned into a set of code-point intervals by running its own one-character pattern, compiled
 with the rule's engine (``re`` or ``regex``) and the leaf's flags, over a string of all code
 points (``(?:leaf)+`` finds maximal runs at C speed; a few milliseconds per leaf, cached). So

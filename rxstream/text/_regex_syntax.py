@@ -1,4 +1,4 @@
-"""Regular-expression syntax for :mod:`rxstream._regex`: parse, reject the non-regular, build an NFA.
+"""Regular-expression syntax for :mod:`rxstream.text._regex`: parse, reject the non-regular, build an NFA.
 
 Patterns are parsed by the standard library's own parser (``re._parser``), so the accepted syntax,
 the escapes and the flag handling are exactly Python's. The parse tree is then turned into a
@@ -6,7 +6,7 @@ Thompson NFA over *character predicates*: every character-consuming leaf (a lite
 ``.``) becomes one predicate, described by a tiny pattern of its own (``[\\U00000061]``, ``[^\\d]``,
 ``.``) compiled with the leaf's effective flags, so case folding, ``\\w``/``\\d``/``\\s`` and ASCII
 mode mean exactly what the rule's engine (``re`` or ``regex``) says they mean
-(see :mod:`rxstream._regex_alphabet`).
+(see :mod:`rxstream.text._regex_alphabet`).
 
 Zero-width assertions become NFA nodes that test the previous and the next character (see
 :data:`ASSERT_NAMES`). Anything that is not regular, or needs more than one character of

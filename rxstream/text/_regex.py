@@ -20,9 +20,9 @@ match, or extend its match -- and from nowhere else, so the hold-back is minimal
 a complete ``ab`` although one more ``d`` changes the answer.
 
 **Engine.** Patterns are parsed by Python's own parser (``re._parser``), turned into a Thompson
-NFA over character classes (:mod:`rxstream._regex_syntax`, :mod:`rxstream._regex_alphabet`), and
+NFA over character classes (:mod:`rxstream.text._regex_syntax`, :mod:`rxstream.text._regex_alphabet`), and
 run through a DFA built lazily, with a bounded state cache, and an exact liveness test
-(:mod:`rxstream._regex_dfa`). One combined DFA serves all rules; a *run* is the DFA walk from one
+(:mod:`rxstream.text._regex_dfa`). One combined DFA serves all rules; a *run* is the DFA walk from one
 start position, and each character advances each live run one step (a dictionary lookup once the
 transition is cached). Outside any run a compiled character-class search jumps to the next
 character that can start a match, at C speed.
@@ -159,9 +159,7 @@ class RegexRules:
         self.limits: list[tuple[int, int]] = sorted(limits.items())
         ranges = sorted({iv for n in self.dfa.first_nodes() for iv in _leaf_ivs(engine, nfa, n)})
         source = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
-        self.skip: Callable[[str, int], Any] = (
-            engine.compile("[" + source + "]").search if source else _never
-        )
+        self.skip: Callable[[str, int], Any] = engine.compile("[" + source + "]").search if source else _never
         self._pinned: dict[tuple[int, bool], Any] = {}
 
     def rematch(self, match: RegexMatch) -> Any:

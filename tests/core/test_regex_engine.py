@@ -1,4 +1,4 @@
-"""The streaming regex engine (rxstream._regex) against the brute-force batch reference."""
+"""The streaming regex engine (rxstream.text._regex) against the brute-force batch reference."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import regex
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rxstream._regex import (
+from rxstream.text._regex import (
     HoldLimitError,
     RegexMatch,
     RegexRules,
