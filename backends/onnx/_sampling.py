@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Sampler", "SamplingArgs", "check_int", "check_sampling_args"]
+from rxstream import SamplingParams
+
+__all__ = ["Sampler", "check_int"]
 
 _BOOLS = (bool, np.bool_)
 
@@ -23,65 +24,6 @@ def check_int(who: str, name: str, value: Any, *, minimum: int | None = None) ->
     if minimum is not None and n < minimum:
         raise ValueError(f"{who}: {name} must be >= {minimum}, got {n}")
     return n
-
-
-def _check_real(who: str, name: str, value: Any) -> float:
-    """``value`` as a finite ``float`` (Python or numpy number, not a bool)."""
-    if isinstance(value, _BOOLS) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{who}: {name} must be a number, got {value!r} ({type(value).__name__})")
-    try:
-        x = float(value)
-    except OverflowError:
-        x = math.inf
-    if not math.isfinite(x):
-        raise ValueError(f"{who}: {name} must be a finite number, got {value!r}")
-    return x
-
-
-class SamplingArgs(NamedTuple):
-    """The sampling arguments of a generation, checked and converted to plain Python numbers."""
-
-    max_new_tokens: int
-    temperature: float
-    top_k: int
-    top_p: float
-    repetition_penalty: float
-    seed: int | None
-
-
-def check_sampling_args(
-    *,
-    max_new_tokens: Any,
-    temperature: Any,
-    top_k: Any,
-    top_p: Any,
-    repetition_penalty: Any,
-    seed: Any,
-    who: str = "generate",
-) -> SamplingArgs:
-    """The arguments as plain numbers, or ``TypeError`` (wrong type, bools included) / ``ValueError``
-    (out of range, NaN, infinite) naming the bad argument.
-
-    Integers may be Python or numpy integers; numbers may be any real number type. Ranges:
-    ``max_new_tokens >= 0``, ``temperature >= 0``, ``top_k >= 0`` (0 = off), ``0 < top_p <= 1``,
-    ``repetition_penalty > 0``, ``seed >= 0`` or None.
-    """
-    max_new = check_int(who, "max_new_tokens", max_new_tokens, minimum=0)
-    temp = _check_real(who, "temperature", temperature)
-    if temp < 0.0:
-        raise ValueError(f"{who}: temperature must be >= 0 (0 = greedy), got {temperature!r}")
-    k = check_int(who, "top_k", top_k, minimum=0)
-    p = _check_real(who, "top_p", top_p)
-    if not 0.0 < p <= 1.0:
-        raise ValueError(f"{who}: top_p must be in (0, 1], got {top_p!r}")
-    penalty = _check_real(who, "repetition_penalty", repetition_penalty)
-    if not penalty > 0.0:
-        raise ValueError(f"{who}: repetition_penalty must be > 0, got {repetition_penalty!r}")
-    if seed is not None:
-        if isinstance(seed, _BOOLS) or not isinstance(seed, numbers.Integral):
-            raise TypeError(f"{who}: seed must be an int or None, got {seed!r} ({type(seed).__name__})")
-        seed = check_int(who, "seed", seed, minimum=0)
-    return SamplingArgs(max_new, temp, k, p, penalty, seed)
 
 
 # Logits are clipped to this after the repetition penalty, so that dividing by a tiny penalty or
@@ -113,15 +55,14 @@ class Sampler:
         seed: int | None = None,
         seen: Iterable[int] = (),
     ) -> None:
-        args = check_sampling_args(
-            max_new_tokens=0,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            repetition_penalty=repetition_penalty,
-            seed=seed,
-            who="Sampler",
-        )
+        given = {
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "repetition_penalty": repetition_penalty,
+            "seed": seed,
+        }
+        args = SamplingParams.from_kwargs(None, given, "Sampler")
         self.temperature = args.temperature
         self.top_k = args.top_k
         self.top_p = args.top_p
