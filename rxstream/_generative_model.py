@@ -27,7 +27,8 @@ class GenerativeModel(Protocol):
         provider: where it runs, for people to read (``"cpu"``, ``"cuda"``, ``"remote"``...).
     """
 
-    tokenizer: Any
+    @property
+    def tokenizer(self) -> Any: ...
 
     @property
     def eos_token_ids(self) -> frozenset[int]: ...

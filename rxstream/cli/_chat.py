@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from .._finish import Finish, FinishReason, FinishRecorder
+from .._generative_model import GenerativeModel
 from .._piece import Piece
 from .._sampling_params import SamplingParams, SamplingParamsError
 from ..text import replace_rules, stop_rules
@@ -82,7 +83,7 @@ def add_chat_parser(subparsers: Any) -> None:
     p.set_defaults(func=run_chat, exit_on_sigpipe=True)
 
 
-def _load_model(name: str, provider: str, int4: bool) -> Any:
+def _load_model(name: str, provider: str, int4: bool) -> GenerativeModel:
     from rxstream.backends import OnnxModel
 
     return OnnxModel.from_pretrained(
@@ -178,7 +179,12 @@ class _ChatSession:
     """A conversation with one model: the messages so far, and one streamed answer per turn."""
 
     def __init__(
-        self, model: Any, args: argparse.Namespace, params: SamplingParams, out: TextIO, err: TextIO
+        self,
+        model: GenerativeModel,
+        args: argparse.Namespace,
+        params: SamplingParams,
+        out: TextIO,
+        err: TextIO,
     ) -> None:
         self.model = model
         self.args = args
@@ -199,9 +205,9 @@ class _ChatSession:
         """The prompt for the next turn; the oldest turns are dropped when it would not leave room
         for the answer in the model's context."""
         model = self.model
-        if not model.has_chat_template:
+        if not getattr(model, "has_chat_template", True):
             return list(model.encode(user_text))
-        context = getattr(model, "max_length", None)
+        context = model.context_length
         turns = [*self.history, {"role": "user", "content": user_text}]
         while True:
             ids = list(model.encode_chat(self.system + turns))

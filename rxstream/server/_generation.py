@@ -10,6 +10,7 @@ from reactivex import abc
 from reactivex import operators as ops
 
 from .._finish import Finish, FinishOnce, FinishReason, FinishRecorder
+from .._generative_model import GenerativeModel
 from .._sampling_params import SamplingParams
 from ..aio import to_async_iterable
 from ._requests import GenerationRequest
@@ -18,7 +19,7 @@ from ._state import ServerState
 __all__ = ["Generation", "build_text_stream", "model_defaults"]
 
 
-def model_defaults(model: Any) -> SamplingParams:
+def model_defaults(model: GenerativeModel) -> SamplingParams:
     """How ``model`` samples when a request does not say: its ``default_sampling`` (an
     :class:`~rxstream.backends.OnnxModel` reads it from ``generation_config.json``), else greedy."""
     defaults = getattr(model, "default_sampling", None)
@@ -26,7 +27,7 @@ def model_defaults(model: Any) -> SamplingParams:
 
 
 def build_text_stream(
-    model: Any,
+    model: GenerativeModel,
     prompt_ids: Sequence[int],
     request: GenerationRequest,
     *,

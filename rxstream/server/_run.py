@@ -12,6 +12,7 @@ from typing import Any, Literal, cast
 
 import uvicorn
 
+from .._generative_model import GenerativeModel
 from ._app import create_app
 from ._connections import raise_open_files_limit, uvicorn_config
 from ._generation import model_defaults
@@ -74,7 +75,7 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def describe_defaults(model: Any) -> str:
+def describe_defaults(model: GenerativeModel) -> str:
     """The model's sampling defaults in words, for the start-up log."""
     p = model_defaults(model)
     if p.greedy:
