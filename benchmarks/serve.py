@@ -241,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         for slots in slot_settings:
             port = free_port()
             url = f"http://127.0.0.1:{port}"
-            cmd = [sys.executable, "-m", "rxstream.cli", "serve", "--port", str(port), "--model", model_arg]
+            cmd = [sys.executable, "-m", "rxstream", "serve", "--port", str(port), "--model", model_arg]
+            cmd += ["--model-name", "bench"]
             cmd += ["--provider", args.provider, "--max-concurrency", str(slots), "--log-level", "warning"]
             proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
             try:

@@ -234,3 +234,12 @@ def test_ctrl_c_while_chat_waits_on_stdin_is_one_line(tiny: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err.strip() == "rxstream chat: interrupted"
+
+
+def test_python_dash_m_cli_and_server_entry_points() -> None:
+    for module in ("rxstream.cli", "rxstream.server"):
+        result = subprocess.run(
+            [sys.executable, "-m", module, "--help"], capture_output=True, text=True, check=False, timeout=60
+        )
+        assert result.returncode == 0, (module, result.stderr)
+        assert "--port" in result.stdout or "chat" in result.stdout
