@@ -8,6 +8,8 @@ that carry their token ids):
 - :func:`stop` -- end the stream before the first stop string; cancel the generation upstream.
 - :func:`deltas` / :func:`snapshots` -- cumulative "whole text so far" items <-> deltas.
 
+Rules may mix literal strings and regular expressions (:func:`rxstream.rx`; SEMANTICS §7).
+
 Token-id operators (``Observable[int | Sequence[int]]``):
 
 - :func:`stop_on_tokens` -- end the stream at a stop token id.
