@@ -223,6 +223,13 @@ class RegexScanner:
         """Consume ``chunk``; return the matches it decided and the released count."""
         if self._done:
             raise ValueError("the scanner was flushed (or failed)")
+        if not self._runs and chunk and self.rules.skip(chunk, 0) is None:
+            # nothing open and no character here can start a match: all of it is decided
+            self.pos += len(chunk)
+            self.released = self.pos
+            self._buf = chunk[-1]
+            self._base = self.pos - 1
+            return ScanResult([], self.pos)
         found: list[RegexMatch] = []
         if chunk:
             try:
