@@ -283,3 +283,16 @@ def test_callable_returning_non_str_goes_to_on_error() -> None:
     errors: list[Exception] = []
     rx_.from_iterable(["a1b"]).pipe(replace({rx(r"\d"): lambda m: 1})).subscribe(on_error=errors.append)
     assert len(errors) == 1 and isinstance(errors[0], TypeError) and "expected str" in str(errors[0])
+
+
+def test_prompt_and_skip_initial_with_regex_stops() -> None:
+    rules = [rx(r"User:\s*"), "<|end|>"]
+    # a stop wholly inside the prompt does not fire; one in the generation does
+    assert run(stop(rules, prompt="User: hi\nBot:"), [" Sure", ". User: x"]) == [" Sure", ". "]
+    # one that starts in the prompt and ends in the stream fires, and cuts at the stream's start
+    rec = FinishRecorder()
+    assert run(stop([rx(r"Bot:\s+Done")], prompt="Bot:", on_finish=rec), [" Do", "ne!"]) == []
+    assert rec.finish == Finish(FinishReason.STOP, stop=RegexStop(r"Bot:\s+Done", "Bot: Done"))
+    # skip_initial: the first item is output, and its own matches do not fire
+    out = run(stop(rules, skip_initial=True), ["User: hi\n", "ok User: more"])
+    assert "".join(out) == "User: hi\nok "
