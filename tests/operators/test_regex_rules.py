@@ -296,3 +296,26 @@ def test_prompt_and_skip_initial_with_regex_stops() -> None:
     # skip_initial: the first item is output, and its own matches do not fire
     out = run(stop(rules, skip_initial=True), ["User: hi\n", "ok User: more"])
     assert "".join(out) == "User: hi\nok "
+
+
+@settings(max_examples=150, deadline=None)
+@given(chunked(texts), mixed_rules, st.booleans(), st.booleans())
+def test_piece_ids_are_emitted_or_dropped_exactly_once(
+    chunks: list[str], rules: list[Any], use_stop: bool, include: bool
+) -> None:
+    """Every id that entered comes out once, in order: in a piece or in Finish.dropped (SEMANTICS §5)."""
+    pieces = [Piece(c, (i,), (-float(i),)) for i, c in enumerate(chunks)]
+    rec = FinishRecorder()
+    op = stop(rules, include, on_finish=rec) if use_stop else replace({r: "X" for r in rules}, on_finish=rec)
+    out = run(op, pieces)
+    text = "".join(chunks)
+    if use_stop:
+        assert "".join(p.text for p in out) == batch_stop_mixed(text, rules, include)[0]
+    else:
+        assert "".join(p.text for p in out) == batch_replace_mixed(text, [(r, "X") for r in rules])
+    assert rec.finish is not None
+    seen = [i for p in out for i in p.ids] + list(rec.finish.dropped)
+    # a stop consumes no item after the one that decided it; every item before it is accounted for
+    assert seen == list(range(len(seen)))
+    if rec.finish.reason is FinishReason.EOS:
+        assert seen == list(range(len(chunks))) and rec.finish.dropped == ()
