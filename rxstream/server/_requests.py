@@ -352,7 +352,10 @@ def _regex_rule(raw: Any, where: str, limits: ServerLimits, what: str) -> tuple[
     if len(pattern) > limits.max_regex_chars:
         raise RequestError(f"{where}: a regex is limited to {limits.max_regex_chars} characters", param=where)
     try:
-        return rx(pattern, max_hold=hold), extra
+        rule = rx(pattern, max_hold=hold)
+        if extra is not None:
+            replace_rules_any([(rule, extra)], owner="replacement")  # checks the template (\1, \g<name>)
+        return rule, extra
     except ValueError as exc:
         raise RequestError(f"{where}: {exc}"[:500], param=where) from None
 

@@ -71,7 +71,7 @@ BAD = [
     ({"stop_regex": [3]}, "rxstream.stop_regex[0]", "a regex rule must be"),
     ({"replace": [{"regex": "a+"}]}, "rxstream.replace[0]", "'replacement'"),
     ({"replace": [["x", "y"], {"regex": "(a", "replacement": "b"}]}, "rxstream.replace[1]", "invalid"),
-    ({"replace": [{"regex": "(a)", "replacement": "\\2"}]}, "rxstream", "replacement"),
+    ({"replace": [{"regex": "(a)", "replacement": "\\2"}]}, "rxstream.replace[0]", "replacement"),
 ]
 
 
