@@ -23,6 +23,14 @@ matter, not absolute times. Times are CPU time of this process (``time.process_t
 runs on one thread, so this equals wall time on an idle machine and is not inflated when other
 work shares the cores.
 
+**Regex rules** (SEMANTICS §7): ``stop`` and ``replace`` with 1, 10 and 100 regular-expression
+rules on the same text and chunks, beside the same number of literal rules and a naive
+per-chunk rescan of the unsent text with the ``regex`` package (``search(..., partial=True)``:
+hold from a partial match, stop at a full one; its results are not leftmost-longest, so it is a
+speed reference only). Rule 1 is the typical role-marker stop ``\\n\\s*(?:User|Human):``; the
+others are tag-like patterns (``</?tagK\\s*>``, ``<\\|special_K\\|>`` with a trailing NUL so stop
+rules never fire).
+
 Two cost-vs-length curves follow, so that a cost that grows with length shows as a rising row:
 
 - **pattern length**: µs per character of ``stop`` (both ``include_stop`` modes) and
@@ -48,6 +56,7 @@ from typing import Any
 import reactivex as rx
 from reactivex import Observable, abc
 
+from rxstream import rx as rx_rule
 from rxstream.compat.tokflow import SentenceStop, TokFlow
 from rxstream.operators import replace, stop
 
@@ -317,6 +326,113 @@ def measure(
     return chars / best, chars, out
 
 
+# -- regex rules -------------------------------------------------------------------------------------
+REGEX_COUNTS = (1, 10, 100)
+
+
+def regex_patterns(n: int) -> list[str]:
+    """Rule 0: a role-marker stop; then tag-like rules (each ends in NUL: never matches the text)."""
+    out = [r"\n\s*(?:User|Human):"]
+    k = 0
+    while len(out) < n:
+        out.append(rf"</?tag{k}\s*>\x00" if k % 2 else rf"<\|special_{k}\|>\s*\x00")
+        k += 1
+    return out[:n]
+
+
+class NaiveRegexStop:
+    """Per chunk: rescan the unsent text with one combined ``regex`` pattern, ``partial=True``."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        import regex
+
+        self.pattern = regex.compile("|".join(f"(?:{p})" for p in patterns))
+        self.held = ""
+        self.done = False
+
+    def put(self, chunk: str) -> str:
+        if self.done:
+            return ""
+        s = self.held + chunk
+        m = self.pattern.search(s, partial=True)
+        if m is None:
+            self.held = ""
+            return s
+        if not m.partial:
+            self.done = True
+            self.held = ""
+            return s[: m.start()]
+        self.held = s[m.start() :]
+        return s[: m.start()]
+
+    def flush(self) -> str:
+        s, self.held = self.held, ""
+        if self.done:
+            return ""
+        m = self.pattern.search(s)
+        return s if m is None else s[: m.start()]
+
+
+class NaiveRegexReplace(NaiveRegexStop):
+    """Per chunk: rescan the unsent text, replace full matches before the first partial one."""
+
+    def put(self, chunk: str) -> str:
+        s = self.held + chunk
+        out: list[str] = []
+        i = 0
+        while True:
+            m = self.pattern.search(s, i, partial=True)
+            if m is None:
+                out.append(s[i:])
+                self.held = ""
+                return "".join(out)
+            if m.partial or m.end() == len(s):  # a match at the end could still grow
+                out.append(s[i : m.start()])
+                self.held = s[m.start() :]
+                return "".join(out)
+            out.append(s[i : m.start()])
+            out.append("X")
+            i = m.end()
+
+    def flush(self) -> str:
+        s, self.held = self.held, ""
+        return str(self.pattern.sub("X", s))
+
+
+def regex_rows(chunks: list[str], repeats: int, budget: float, counts: Sequence[int]) -> list[dict[str, Any]]:
+    """chars/s of regex rules vs literal rules vs the naive rescan, for stop and replace."""
+    rows: list[dict[str, Any]] = []
+    for n in counts:
+        pats = regex_patterns(n)
+        rules = [rx_rule(p) for p in pats]
+        literals = [p + "\x00" for p in markup_patterns(n)]
+        for opname in ("stop", "replace"):
+            if opname == "stop":
+                engines: dict[str, Callable[[], Any]] = {
+                    "regex": lambda rules=rules: stop(rules),
+                    "literal": lambda lits=literals: stop(lits),
+                    "naive": lambda pats=pats: rx_operator(lambda: NaiveRegexStop(pats)),
+                }
+            else:
+                engines = {
+                    "regex": lambda rules=rules: replace({r: "X" for r in rules}),
+                    "literal": lambda lits=literals: replace({p: "X" for p in lits}),
+                    "naive": lambda pats=pats: rx_operator(lambda: NaiveRegexReplace(pats)),
+                }
+            row: dict[str, Any] = {"n": n, "op": opname}
+            for name, factory in engines.items():
+                cps, chars, _ = measure(chunks, factory, repeats, budget)
+                row[name] = cps
+                row[name + "_chars"] = chars
+            rows.append(row)
+            print(
+                f"regex  n={n:5} {opname:7} regex {row['regex'] / 1e6:6.2f} M chars/s  "
+                f"literal {row['literal'] / 1e6:6.2f}  naive regex rescan {row['naive'] / 1e6:7.3f}",
+                file=sys.stderr,
+            )
+    return rows
+
+
 # -- cost-vs-length curves ----------------------------------------------------------------------------
 def _us_per_char(chunks: list[str], op: Callable[[Observable[str]], Observable[str]]) -> float:
     dt, _ = run_once(chunks, op)
@@ -435,17 +551,19 @@ def main() -> None:
                     f"naive {row['naive'] / 1e6:7.3f}  tokflow {row['tokflow'] / 1e6:8.4f}",
                     file=sys.stderr,
                 )
+    regex = regex_rows(chunks, repeats, budget, REGEX_COUNTS)
     lengths = (10, 100, 1000) if quick else (10, 100, 1000, 10_000)
     curve = stop_length_curve(lengths, 3_000 if quick else 30_000)
     marks = (0, 200_000) if quick else (0, 250_000, 500_000, 1_000_000, 2_000_000)
     puts = tokflow_put_curve(marks, window=500 if quick else 2000)
-    write_results(rows, curve, puts, text_len=len(text), quick=quick, repeats=repeats)
+    write_results(rows, curve, puts, regex, text_len=len(text), quick=quick, repeats=repeats)
 
 
 def write_results(
     rows: list[dict[str, Any]],
     curve: list[dict[str, Any]],
     puts: list[dict[str, Any]],
+    regex: list[dict[str, Any]],
     *,
     text_len: int,
     quick: bool,
@@ -453,7 +571,7 @@ def write_results(
 ) -> None:
     RESULTS.mkdir(exist_ok=True)
     suffix = ".tmp" if quick else ""  # quick runs never overwrite the committed results
-    data = {"throughput": rows, "stop_length": curve, "tokflow_put": puts}
+    data = {"throughput": rows, "stop_length": curve, "tokflow_put": puts, "regex": regex}
     (RESULTS / f"text_ops.json{suffix}").write_text(json.dumps(data, indent=1))
     lines = [
         "# Text operators: throughput (chars/s) side by side",
@@ -483,6 +601,17 @@ def write_results(
         "`vs 1 pattern`: rxstream's throughput at n patterns relative to 1 pattern (1.00x = no slowdown; "
         "the target is >= 0.5x at 1000 patterns). Stop strings carry a trailing NUL so they never fire "
         "and the whole text is scanned.",
+        "",
+        "## Regex rules",
+        "",
+        "The same text and chunks; n regular-expression rules (rule 1: `\\n\\s*(?:User|Human):`, then "
+        "tag-like rules that never match), n literal rules, and a naive per-chunk rescan of the unsent "
+        "text with one combined `regex` pattern (`partial=True`; not leftmost-longest: a speed "
+        "reference). Targets: >= 3 M chars/s for one stop regex; 100 rules within 3x of 1 rule.",
+        "",
+        "| n | op | regex M chars/s | vs 1 rule | literal M chars/s | naive rescan M chars/s | regex/naive |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+        *_regex_lines(regex),
         "",
         "## Cost vs pattern length",
         "",
@@ -515,6 +644,15 @@ def write_results(
     path = RESULTS / f"text_ops.md{suffix}"
     path.write_text("\n".join(lines) + "\n")
     print(f"wrote {path}", file=sys.stderr)
+
+
+def _regex_lines(regex: list[dict[str, Any]]) -> list[str]:
+    base = {r["op"]: r["regex"] for r in regex if r["n"] == 1}
+    return [
+        f"| {r['n']} | {r['op']} | {r['regex'] / 1e6:.2f} | {r['regex'] / base[r['op']]:.2f}x | "
+        f"{r['literal'] / 1e6:.2f} | {r['naive'] / 1e6:.3f} | {r['regex'] / r['naive']:.1f}x |"
+        for r in regex
+    ]
 
 
 if __name__ == "__main__":

@@ -5,8 +5,11 @@ that carry their token ids):
 
 - :func:`replace` -- find/replace many patterns at once, emitting as early as possible.
 - :func:`hold_back` -- pass text through, holding only what could still become a pattern.
+- :func:`redact` -- hide e-mail addresses, card numbers, API keys, IPs, phone numbers as they stream.
 - :func:`stop` -- end the stream before the first stop string; cancel the generation upstream.
 - :func:`deltas` / :func:`snapshots` -- cumulative "whole text so far" items <-> deltas.
+
+Rules may mix literal strings and regular expressions (:func:`rxstream.rx`; SEMANTICS §7).
 
 Token-id operators (``Observable[int | Sequence[int]]``):
 
@@ -39,6 +42,7 @@ from ._detokenize import detokenize
 from ._hold_back import hold_back
 from ._max_tokens import max_tokens
 from ._pipeline import text_pipeline
+from ._redact import redact
 from ._replace import replace
 from ._serialize import serialize
 from ._snapshots import snapshots
@@ -50,6 +54,7 @@ __all__ = [
     "detokenize",
     "hold_back",
     "max_tokens",
+    "redact",
     "replace",
     "serialize",
     "snapshots",

@@ -8,7 +8,7 @@ from typing import Any
 from reactivex import Observable, abc
 
 from rxstream._finish import FinishCallback
-from rxstream.text import Replacer, StopRules, stop_rules
+from rxstream.text import RegexStopRules, StopRules, make_replacer, stop_rules_any
 
 from ._replace import ReplaceSink
 from ._sink import OperatorSink, operator
@@ -18,7 +18,9 @@ __all__ = ["hold_back"]
 
 
 def hold_back(
-    patterns: str | Iterable[str] | StopRules, *, on_finish: FinishCallback | None = None
+    patterns: str | Iterable[Any] | StopRules | RegexStopRules | Any,
+    *,
+    on_finish: FinishCallback | None = None,
 ) -> Callable[[Observable[TextT]], Observable[TextT]]:
     """Pass text through unchanged, but never emit text that could still become a pattern.
 
@@ -28,8 +30,9 @@ def hold_back(
     front of a consumer that must see a pattern in one piece (a UI that renders markup, say).
 
     Args:
-        patterns: one pattern or several (non-empty ``str``), or patterns compiled once with
-            :func:`rxstream.text.stop_rules` (not checked again).
+        patterns: one pattern or several (non-empty ``str``, or regular expressions: a compiled
+            ``re.Pattern`` / ``regex.Pattern`` or :func:`~rxstream.rx`; SEMANTICS §7), or patterns
+            compiled once with :func:`rxstream.text.stop_rules_any` (not checked again).
         on_finish: as for :func:`replace`: ``eos``, ``cancelled`` or ``error``, with the token
             ids that entered but were not emitted in ``Finish.dropped`` (SEMANTICS §5).
 
@@ -39,9 +42,9 @@ def hold_back(
         operator: hold_back(["<b>", "</b>"])
         result:   -a---c-|        a="Hi ", c="<b> there"
     """
-    rules = stop_rules(patterns, owner="hold_back", what="pattern").echo()
+    rules = stop_rules_any(patterns, owner="hold_back", what="pattern").echo()
 
     def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
-        return ReplaceSink("hold_back", observer, Replacer(rules), on_finish)
+        return ReplaceSink("hold_back", observer, make_replacer(rules), on_finish)
 
     return operator("hold_back", make_sink)

@@ -10,7 +10,15 @@ import reactivex as rx
 from reactivex import Observable, abc
 
 from rxstream._finish import Finish, FinishCallback, FinishReason
-from rxstream.text import ReplaceRules, Rules, StopRules, replace_rules, stop_rules
+from rxstream.text import (
+    RegexReplaceRules,
+    RegexStopRules,
+    ReplaceRules,
+    Rules,
+    StopRules,
+    replace_rules_any,
+    stop_rules_any,
+)
 
 from ._detokenize import detokenize
 from ._replace import replace as _replace
@@ -25,8 +33,8 @@ def text_pipeline(
     tokenizer: Any,
     *,
     prompt_ids: Iterable[int] | None = None,
-    stop: str | Iterable[str] | StopRules = (),
-    replace: Rules | ReplaceRules = (),
+    stop: str | Iterable[Any] | StopRules | RegexStopRules = (),
+    replace: Rules | ReplaceRules | RegexReplaceRules | Any = (),
     aligned: bool = False,
     skip_special_tokens: bool = True,
     on_finish: FinishCallback | None = None,
@@ -43,8 +51,8 @@ def text_pipeline(
     Args:
         tokenizer: as for :func:`detokenize`.
         prompt_ids: the prompt's ids (context for the detokenizer; never emitted).
-        stop: stop strings (none by default), as for :func:`stop`.
-        replace: replace rules (none by default), as for :func:`replace`.
+        stop: stop strings and regular expressions (none by default), as for :func:`stop`.
+        replace: replace rules (none by default), as for :func:`replace` (regular expressions too).
         aligned: emit :class:`~rxstream.Piece` items that carry the token ids whose text they
             complete (SEMANTICS §5), rather than ``str``.
         skip_special_tokens: as for :func:`detokenize`.
@@ -70,8 +78,8 @@ def text_pipeline(
         upstream: ^--------!
     """
     # Everything is checked and compiled once, here; each subscription only builds its stages.
-    stops = stop_rules(stop, owner="text_pipeline")
-    rules = replace_rules(replace, owner="text_pipeline")
+    stops = stop_rules_any(stop, owner="text_pipeline")
+    rules = replace_rules_any(replace, owner="text_pipeline")
     ids_to_text = detokenize(
         tokenizer, skip_special_tokens=skip_special_tokens, prompt_ids=prompt_ids, aligned=aligned
     )

@@ -8,7 +8,15 @@ from typing import Any
 from reactivex import Observable, abc
 
 from rxstream._finish import Finish, FinishCallback, FinishReason
-from rxstream.text import Replacer, ReplaceRules, Rules, replace_rules
+from rxstream.text import (
+    RegexReplacer,
+    RegexReplaceRules,
+    Replacer,
+    ReplaceRules,
+    Rules,
+    make_replacer,
+    replace_rules_any,
+)
 
 from ._sink import OperatorSink, operator
 from ._text_sink import TextSink
@@ -18,7 +26,7 @@ __all__ = ["ReplaceSink", "replace"]
 
 
 def replace(
-    rules: Rules | ReplaceRules, *, on_finish: FinishCallback | None = None
+    rules: Rules | ReplaceRules | RegexReplaceRules | Any, *, on_finish: FinishCallback | None = None
 ) -> Callable[[Observable[TextT]], Observable[TextT]]:
     r"""Replace many patterns at once in a stream of text, emitting as early as possible.
 
@@ -31,8 +39,13 @@ def replace(
 
     Args:
         rules: ``{pattern: replacement}`` or ``(pattern, replacement)`` pairs. Patterns are
-            non-empty ``str``; if a pattern is given twice its first rule wins. Or rules compiled
-            once with :func:`rxstream.text.replace_rules` (not checked again).
+            non-empty ``str`` or regular expressions (a compiled ``re.Pattern`` /
+            ``regex.Pattern``, or :func:`~rxstream.rx` with options), in one leftmost-longest
+            order across all rules (then the first rule in the list; SEMANTICS §7); if a pattern
+            is given twice its first rule wins. A replacement is a ``str`` (for a regular
+            expression a template: ``\1``, ``\g<name>``, expanded from the rule's own match of
+            the decided span) or a callable ``match -> str``. Or rules compiled once with
+            :func:`rxstream.text.replace_rules_any` (not checked again).
         on_finish: called once per subscription, before the terminal notification, with a
             :class:`~rxstream.Finish`: ``eos`` when the source completed, ``cancelled`` when the
             subscriber disposed first, ``error``. With :class:`~rxstream.Piece` items,
@@ -43,7 +56,8 @@ def replace(
     ids whose text they complete (SEMANTICS §5).
 
     Raises:
-        ValueError: a pattern is empty. TypeError: a rule is not a pair of ``str``.
+        ValueError: a pattern is empty, or a regular expression is invalid or unsupported.
+        TypeError: a rule is not a pattern and a replacement.
 
     A non-text item is sent to ``on_error`` as a ``TypeError`` naming the operator and the item.
 
@@ -60,10 +74,10 @@ def replace(
         operator: replace({"<": "&lt;", "<|": "[", "<|>": "[]"})
         result:   -----a-|          a="[x"
     """
-    compiled = replace_rules(rules, owner="replace")
+    compiled = replace_rules_any(rules, owner="replace")
 
     def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
-        return ReplaceSink("replace", observer, Replacer(compiled), on_finish)
+        return ReplaceSink("replace", observer, make_replacer(compiled), on_finish)
 
     return operator("replace", make_sink)
 
@@ -77,7 +91,7 @@ class ReplaceSink(TextSink):
         self,
         name: str,
         observer: abc.ObserverBase[Any],
-        engine: Replacer,
+        engine: Replacer | RegexReplacer,
         on_finish: FinishCallback | None = None,
     ) -> None:
         super().__init__(name, observer, engine.feed, on_finish)

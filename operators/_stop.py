@@ -9,7 +9,14 @@ from reactivex import Observable, abc
 
 from rxstream._finish import Finish, FinishCallback, FinishReason
 from rxstream._piece import Piece
-from rxstream.text import StopMatcher, StopRules, stop_rules
+from rxstream.text import (
+    RegexStopMatcher,
+    RegexStopRules,
+    StopMatcher,
+    StopRules,
+    make_stop_matcher,
+    stop_rules_any,
+)
 
 from ._sink import OperatorSink, describe, operator
 from ._text_sink import TextSink
@@ -19,7 +26,7 @@ __all__ = ["stop"]
 
 
 def stop(
-    stop_strings: str | Iterable[str] | StopRules,
+    stop_strings: str | Iterable[Any] | StopRules | RegexStopRules | Any,
     include_stop: bool = False,
     *,
     prompt: str = "",
@@ -35,8 +42,12 @@ def stop(
     subscription in that same instant, so a generator upstream stops within one token.
 
     Args:
-        stop_strings: one stop string or several (non-empty ``str``), or stop strings compiled
-            once with :func:`rxstream.text.stop_rules` (not checked again).
+        stop_strings: one stop string or several (non-empty ``str``), beside (or instead of)
+            regular expressions (a compiled ``re.Pattern`` / ``regex.Pattern``, or
+            :func:`~rxstream.rx` with options): the stop is then the leftmost-longest match of
+            all rules (the first rule in the list on a tie; SEMANTICS §7), reported in
+            ``Finish.stop`` as the string, or a :class:`~rxstream.RegexStop` for a regular
+            expression. Or rules compiled once with :func:`rxstream.text.stop_rules_any`.
         include_stop: keep the matched stop string at the end of the output. Then text is held
             only while an already-matched stop could still grow (or an earlier one appear).
         prompt: text that comes before the stream (context, never emitted). A stop string
@@ -59,6 +70,14 @@ def stop(
         result:   -a-b-|          a="Hi", b="!"
         upstream: ^----!
 
+    A regular expression (``rx`` from :mod:`rxstream`) among the stop rules; ``Finish.stop`` is
+    ``RegexStop(rule=..., text="\n  User:")``::
+
+        source:   -a-b-c-d-|      a="Hi", b="!\n ", c=" User: x", d="more"
+        operator: stop(["\n\nUser:", rx(r"\n\s*(?:User|Human):")])
+        result:   -a-b-|          a="Hi", b="!"
+        upstream: ^----!
+
     With ``include_stop=True``::
 
         source:   -a-b-c-|        a="ab<", b="end>cd", c="ef"
@@ -66,13 +85,13 @@ def stop(
         result:   -a-(b|)         a="ab<", b="end>"
         upstream: ^--!
     """
-    rules = stop_rules(stop_strings, owner="stop")
+    rules = stop_rules_any(stop_strings, owner="stop")
     if not isinstance(prompt, str):
         raise TypeError(f"stop: prompt must be a str, got {describe(prompt)}")
     include = bool(include_stop)
 
     def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
-        matcher = StopMatcher(rules, include, prompt=prompt, skip_initial=skip_initial)
+        matcher = make_stop_matcher(rules, include, prompt=prompt, skip_initial=skip_initial)
         return _StopSink(observer, matcher, on_finish)
 
     return operator("stop", make_sink)
@@ -82,7 +101,10 @@ class _StopSink(TextSink):
     __slots__ = ("matcher",)
 
     def __init__(
-        self, observer: abc.ObserverBase[Any], matcher: StopMatcher, on_finish: FinishCallback | None
+        self,
+        observer: abc.ObserverBase[Any],
+        matcher: StopMatcher | RegexStopMatcher,
+        on_finish: FinishCallback | None,
     ) -> None:
         super().__init__("stop", observer, matcher.feed, on_finish)
         self.matcher = matcher

@@ -7,7 +7,8 @@ The building blocks are ReactiveX operators (:mod:`rxstream.operators`) that cha
 This module holds the core value types shared by all of them (:class:`Finish`, :class:`Piece`),
 the engines behind the text operators for use outside Rx (:class:`Replacer`,
 :class:`StopMatcher`, :class:`StreamDetokenizer`) with their batch functions
-(:func:`replace_text`, :func:`stop_text`), a source that replays a recording (:func:`replay`)
+(:func:`replace_text`, :func:`stop_text`), regular-expression rules for the text operators
+(:func:`rx`, reported as :class:`RegexStop`), a source that replays a recording (:func:`replay`)
 and a blocking sink (:func:`run_text`).
 
 The engines live in two subpackages: :mod:`rxstream.text` (the pattern automaton, replace rules
@@ -22,7 +23,17 @@ from ._sampling_params import SamplingOptions, SamplingParams, SamplingParamsErr
 from ._sinks import run_text
 from ._sources import replay
 from .detok import InexactDecoderWarning, StreamDetokenizer, TokenizerProtocol
-from .text import Replacer, Rules, StopMatcher, replace_text, stop_text
+from .text import (
+    HoldLimitError,
+    RegexRule,
+    RegexStop,
+    Replacer,
+    Rules,
+    StopMatcher,
+    replace_text,
+    rx,
+    stop_text,
+)
 
 __all__ = [
     "Finish",
@@ -31,8 +42,11 @@ __all__ = [
     "FinishReason",
     "FinishRecorder",
     "GenerativeModel",
+    "HoldLimitError",
     "InexactDecoderWarning",
     "Piece",
+    "RegexRule",
+    "RegexStop",
     "Replacer",
     "Rules",
     "SamplingOptions",
@@ -45,6 +59,7 @@ __all__ = [
     "replace_text",
     "replay",
     "run_text",
+    "rx",
     "stop_text",
 ]
 

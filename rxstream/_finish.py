@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from .text._regex_ops import RegexStop
+
 __all__ = ["Finish", "FinishCallback", "FinishOnce", "FinishReason", "FinishRecorder"]
 
 
@@ -40,7 +42,8 @@ class Finish:
 
     Attributes:
         reason: why it ended.
-        stop: the stop string or stop token id that matched, when ``reason`` is ``STOP``.
+        stop: the stop string or stop token id that matched, when ``reason`` is ``STOP``; for a
+            regular-expression stop rule a :class:`~rxstream.RegexStop` (the rule and the text).
         error: the exception, when ``reason`` is ``ERROR``.
         dropped: token ids that entered but were not emitted: their text was cut off by a
             stop, or still held (by this stage or a linked stage above it) when the stream
@@ -48,7 +51,7 @@ class Finish:
     """
 
     reason: FinishReason
-    stop: str | int | None = None
+    stop: str | int | RegexStop | None = None
     error: BaseException | None = None
     dropped: tuple[int, ...] = ()
 

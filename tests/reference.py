@@ -5,6 +5,7 @@ They are slow on purpose (no automaton, no state): the operators are checked aga
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from tokenizers import Tokenizer
@@ -99,3 +100,66 @@ def prompt_decided(tok: Tokenizer, ids: list[int], k: int, skip: bool = True) ->
             n += 1
         best = max(best, n)
     return full[:best]
+
+
+# -- rules mixing literal strings and regular expressions (SEMANTICS §7) -------------------------
+def _mixed_rule(rule: object) -> tuple[re.Pattern[str], int | None]:
+    """A literal string as an escaped pattern (its own length as the bound), or a regex rule."""
+    if isinstance(rule, str):
+        return re.compile(re.escape(rule)), len(rule)
+    pattern = getattr(rule, "pattern", rule)
+    assert isinstance(pattern, re.Pattern)
+    return pattern, getattr(rule, "max_hold", None)
+
+
+def mixed_matches(text: str, rules: Sequence[object]) -> list[tuple[int, int, int]]:
+    """Leftmost, then longest, then first rule; non-overlapping: ``(start, end, rule)``, by brute force.
+
+    Each candidate span is asked of ``re.fullmatch`` alone (so: patterns without assertions).
+    """
+    compiled = [_mixed_rule(r) for r in rules]
+    out: list[tuple[int, int, int]] = []
+    i = 0
+    while i < len(text):
+        best: tuple[int, int, int] | None = None
+        for r, (pattern, hold) in enumerate(compiled):
+            top = len(text) if hold is None else min(len(text), i + hold)
+            for j in range(top, i, -1):
+                if best is not None and j <= best[1]:
+                    break
+                if pattern.fullmatch(text, i, j):
+                    best = (i, j, r)
+                    break
+        if best is None:
+            i += 1
+        else:
+            out.append(best)
+            i = best[1]
+    return out
+
+
+def batch_replace_mixed(text: str, rules: Sequence[tuple[object, str]]) -> str:
+    """Replace with literal and regex rules (fixed replacements; a rule given twice keeps its first)."""
+    table: dict[object, str] = {}
+    for p, r in rules:
+        table.setdefault(p, r)
+    keys = list(table)
+    out, last = [], 0
+    for start, end, r in mixed_matches(text, keys):
+        out.append(text[last:start])
+        out.append(table[keys[r]])
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def batch_stop_mixed(
+    text: str, stops: Sequence[object], include_stop: bool = False
+) -> tuple[str, object | None, str | None]:
+    """``(output, the rule that matched, the matched text)``: the first leftmost-longest match."""
+    rules = list(dict.fromkeys(stops))
+    found = mixed_matches(text, rules)
+    if not found:
+        return text, None, None
+    start, end, r = found[0]
+    return text[: end if include_stop else start], rules[r], text[start:end]

@@ -20,6 +20,24 @@ accepted: a list of ``[old, new]`` pairs; applied after ``stop``, leftmost-longe
 text never rescanned). With the official client pass it as
 ``extra_body={"rxstream": {"replace": {...}}}``.
 
+Regular expressions (SEMANTICS §7) come in the same extension::
+
+    "rxstream": {
+        "stop_regex": ["\\\\n\\\\s*(?:User|Human):", {"regex": "</?answer>", "max_hold": 32}],
+        "replace": [["<NL>", "\\n"], {"regex": "sk-[A-Za-z0-9]{20,}", "replacement": "[KEY]"}]
+    }
+
+``stop_regex`` rules stop the stream beside the ``stop`` strings (one leftmost-longest order:
+``stop`` strings first, then ``stop_regex`` in order); ``stop_reason`` is then the text the
+regex matched. A ``replace`` list may mix ``[old, new]`` pairs and ``{"regex", "replacement"}``
+objects (the replacement may use ``\\1``, ``\\g<name>``). Flags go inline (``(?i)``).
+:class:`ServerLimits` bounds them: ``max_regex_rules`` (16, both lists together),
+``max_regex_chars`` (256 per pattern) and ``max_regex_hold`` (256: the largest and the default
+``max_hold``, the most text one rule may hold back). An invalid pattern, a construct the
+streaming engine does not support (back-references, look-arounds, ...), a pattern that can
+match the empty string, or one over a limit is a 400 whose ``param`` names the rule
+(``rxstream.stop_regex[1]``).
+
 ``finish_reason`` is ``"stop"`` (end of sequence, or a stop string: then ``stop_reason`` names it,
 as vLLM does) or ``"length"`` (the ``max_tokens`` budget). A failure during a stream is sent as an
 ``{"error": {...}}`` event (the official client raises ``APIError``).

@@ -32,6 +32,11 @@ class ServerLimits:
         max_stop_chars: longest stop string.
         max_replace_rules: most rules in the ``rxstream.replace`` extension.
         max_replace_chars: longest pattern or replacement of a replace rule.
+        max_regex_rules: most regex rules (``rxstream.stop_regex`` and regex ``rxstream.replace``
+            rules together).
+        max_regex_chars: longest regex pattern.
+        max_regex_hold: the largest (and the default) ``max_hold`` of a regex rule: the most text
+            one rule may hold back, in characters.
         max_messages: most chat messages.
         max_concurrency: generations running at once.
         max_queued: requests waiting for a generation slot; beyond that: 503.
@@ -53,6 +58,9 @@ class ServerLimits:
     max_stop_chars: int = 128
     max_replace_rules: int = 64
     max_replace_chars: int = 256
+    max_regex_rules: int = 16
+    max_regex_chars: int = 256
+    max_regex_hold: int = 256
     max_messages: int = 256
     max_concurrency: int = 4
     max_queued: int = 256

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._sampling_params import SamplingParams, SamplingParamsError
-from ..text import ReplaceRules, StopRules, replace_rules, stop_rules
+from ..text import (
+    RegexReplaceRules,
+    RegexRule,
+    RegexStopRules,
+    ReplaceRules,
+    StopRules,
+    replace_rules_any,
+    rx,
+    stop_rules_any,
+)
 from ._errors import RequestError
 from ._limits import ServerLimits
 
@@ -36,8 +45,8 @@ class GenerationRequest:
         sampling: the sampling fields the request gave (``temperature``, ``top_p``, ``top_k``,
             ``repetition_penalty``, ``seed``), checked; the model's defaults fill in the rest
             (:meth:`sampling_params`).
-        stop: the stop strings, checked and compiled once (:class:`~rxstream.text.StopRules`).
-        replace: the replace rules of the ``rxstream`` extension, compiled once.
+        stop: the stop strings (and the extension's ``stop_regex`` rules), checked and compiled once.
+        replace: the replace rules of the ``rxstream`` extension (literal and regex), compiled once.
         max_tokens_given: whether the request set ``max_tokens`` itself (when it did not, the
             server may shorten the default budget to what the model's context leaves).
     """
@@ -50,8 +59,8 @@ class GenerationRequest:
     include_usage: bool
     max_tokens: int
     sampling: Mapping[str, Any]
-    stop: StopRules
-    replace: ReplaceRules
+    stop: StopRules | RegexStopRules
+    replace: ReplaceRules | RegexReplaceRules
     max_tokens_given: bool = True
 
     def sampling_params(self, defaults: SamplingParams) -> SamplingParams:
@@ -310,16 +319,63 @@ def _parse_stop(body: Mapping[str, Any], limits: ServerLimits) -> tuple[str, ...
     return tuple(stops)
 
 
-def _parse_extension(body: Mapping[str, Any], limits: ServerLimits) -> tuple[tuple[str, str], ...]:
-    """The ``rxstream`` extension field: ``{"replace": {"old": "new"} | [[old, new], ...]}``."""
+def _regex_rule(raw: Any, where: str, limits: ServerLimits, what: str) -> tuple[RegexRule, Any]:
+    """One regex rule: ``"pattern"`` or ``{"regex": "pattern", "max_hold": n, ...}``; 400 naming it."""
+    extra: Any = None
+    if isinstance(raw, str):
+        pattern, hold = raw, limits.max_regex_hold
+    elif isinstance(raw, Mapping) and isinstance(raw.get("regex"), str):
+        allowed = {"regex", "max_hold", *([] if what == "stop" else ["replacement"])}
+        unknown = set(raw) - allowed
+        if unknown:
+            raise RequestError(f"{where}: unknown fields {sorted(unknown)}", param=where)
+        pattern = raw["regex"]
+        hold = raw.get("max_hold", limits.max_regex_hold)
+        if isinstance(hold, bool) or not isinstance(hold, int) or not 1 <= hold <= limits.max_regex_hold:
+            raise RequestError(
+                f"{where}: max_hold must be an integer from 1 to {limits.max_regex_hold}, got {hold!r}"[:300],
+                param=where,
+            )
+        if what != "stop":
+            extra = raw.get("replacement")
+            if not isinstance(extra, str):
+                raise RequestError(f"{where}: 'replacement' must be a string", param=where)
+            if len(extra) > limits.max_replace_chars:
+                raise RequestError(
+                    f"{where}: replacements are limited to {limits.max_replace_chars} characters", param=where
+                )
+    else:
+        form = '"pattern" or {"regex": "pattern"}' if what == "stop" else '{"regex": ..., "replacement": ...}'
+        raise RequestError(f"{where}: a regex rule must be {form}, got {raw!r}"[:300], param=where)
+    if not pattern:
+        raise RequestError(f"{where}: the regex must be a non-empty string", param=where)
+    if len(pattern) > limits.max_regex_chars:
+        raise RequestError(f"{where}: a regex is limited to {limits.max_regex_chars} characters", param=where)
+    try:
+        rule = rx(pattern, max_hold=hold)
+        if extra is not None:
+            replace_rules_any([(rule, extra)], owner="replacement")  # checks the template (\1, \g<name>)
+        return rule, extra
+    except ValueError as exc:
+        raise RequestError(f"{where}: {exc}"[:500], param=where) from None
+
+
+def _parse_extension(
+    body: Mapping[str, Any], limits: ServerLimits
+) -> tuple[list[tuple[str | RegexRule, str]], list[RegexRule]]:
+    """The ``rxstream`` extension field: replace rules (literal pairs and regex objects) and regex stops.
+
+    ``{"replace": {"old": "new"} | [[old, new] | {"regex": ..., "replacement": ...}, ...],
+    "stop_regex": ["pattern" | {"regex": ..., "max_hold": n}, ...]}``.
+    """
     ext = body.get("rxstream")
     if ext is None:
-        return ()
+        return [], []
     if not isinstance(ext, Mapping):
         raise RequestError(
             '\'rxstream\' must be an object like {"replace": {"old": "new"}}', param="rxstream"
         )
-    unknown = set(ext) - {"replace"}
+    unknown = set(ext) - {"replace", "stop_regex"}
     if unknown:
         raise RequestError(f"unknown 'rxstream' fields: {sorted(unknown)}", param="rxstream")
     raw_rules = ext.get("replace")
@@ -338,11 +394,28 @@ def _parse_extension(body: Mapping[str, Any], limits: ServerLimits) -> tuple[tup
         raise RequestError(
             f"at most {limits.max_replace_rules} replace rules are allowed", param="rxstream.replace"
         )
-    rules: list[tuple[str, str]] = []
-    for pair in pairs:
+    raw_stops = ext.get("stop_regex")
+    if raw_stops is None:
+        raw_stops = []
+    elif not isinstance(raw_stops, list):
+        raise RequestError("'rxstream.stop_regex' must be a list of regexes", param="rxstream.stop_regex")
+    regex_count = len(raw_stops) + sum(isinstance(p, Mapping) for p in pairs)
+    if regex_count > limits.max_regex_rules:
+        raise RequestError(
+            f"at most {limits.max_regex_rules} regex rules are allowed (stop_regex and replace), "
+            f"got {regex_count}",
+            param="rxstream",
+        )
+    rules: list[tuple[str | RegexRule, str]] = []
+    for index, pair in enumerate(pairs):
+        if isinstance(pair, Mapping):
+            rule, replacement = _regex_rule(pair, f"rxstream.replace[{index}]", limits, "replace")
+            rules.append((rule, replacement))
+            continue
         if not (isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
             raise RequestError(
-                f"a replace rule must be [old, new] strings, got {pair!r}"[:300], param="rxstream.replace"
+                f"a replace rule must be [old, new] strings or a regex object, got {pair!r}"[:300],
+                param="rxstream.replace",
             )
         old, new = pair
         if not old:
@@ -353,7 +426,21 @@ def _parse_extension(body: Mapping[str, Any], limits: ServerLimits) -> tuple[tup
                 param="rxstream.replace",
             )
         rules.append((old, new))
-    return tuple(rules)
+    stops = [_regex_rule(r, f"rxstream.stop_regex[{i}]", limits, "stop")[0] for i, r in enumerate(raw_stops)]
+    return rules, stops
+
+
+def _compile_rules(
+    stops: tuple[str, ...], replace: list[tuple[str | RegexRule, str]], regex_stops: list[RegexRule]
+) -> tuple[StopRules | RegexStopRules, ReplaceRules | RegexReplaceRules]:
+    """Compile the request's rules once (a failure here names the rule set: 400)."""
+    try:
+        return (
+            stop_rules_any([*stops, *regex_stops], owner="stop"),
+            replace_rules_any(replace, owner="rxstream.replace"),
+        )
+    except ValueError as exc:
+        raise RequestError(str(exc)[:500], param="rxstream") from None
 
 
 def _parse_sampling(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -385,6 +472,8 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
     else:
         prompt, prompt_ids = _parse_prompt(body, limits)
     max_tokens, given = _parse_budget(body, chat, limits)
+    replace, regex_stops = _parse_extension(body, limits)
+    stop, replace_compiled = _compile_rules(_parse_stop(body, limits), replace, regex_stops)
     return GenerationRequest(
         chat=chat,
         prompt=prompt,
@@ -393,8 +482,8 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         stream=stream,
         include_usage=include_usage,
         max_tokens=max_tokens,
-        stop=stop_rules(_parse_stop(body, limits)),
-        replace=replace_rules(_parse_extension(body, limits)),
+        stop=stop,
+        replace=replace_compiled,
         max_tokens_given=given,
         sampling=_parse_sampling(body),
     )

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .._finish import Finish, FinishReason
+from ..text import RegexStop
 from ._generation import Generation
 from ._sse import sse
 
@@ -23,11 +24,15 @@ __all__ = [
 
 
 def finish_fields(finish: Finish | None) -> tuple[str | None, str | int | None]:
-    """OpenAI's ``finish_reason`` and vLLM's ``stop_reason`` for how a generation ended."""
+    """OpenAI's ``finish_reason`` and vLLM's ``stop_reason`` for how a generation ended.
+
+    A regular-expression stop gives the text it matched as ``stop_reason``.
+    """
     if finish is None:
         return "stop", None
     if finish.reason is FinishReason.STOP:
-        return "stop", finish.stop
+        stop = finish.stop
+        return "stop", stop.text if isinstance(stop, RegexStop) else stop
     return finish.openai_reason, None
 
 

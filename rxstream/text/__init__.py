@@ -11,12 +11,31 @@ What is in it, bottom up:
   :func:`normalize_rules` / :func:`normalize_stops` and the :data:`Rules` type).
 - :mod:`._replacer` -- :class:`Replacer` and the batch :func:`replace_text` (SEMANTICS §2).
 - :mod:`._stop_matcher` -- :class:`StopMatcher` and the batch :func:`stop_text` (SEMANTICS §3).
+- :mod:`._regex` (with ``_regex_*``) -- :class:`RegexScanner`, the streaming leftmost-longest
+  regular-expression engine; :mod:`._regex_ops` -- regular-expression rules (:func:`rx`) beside
+  literal ones: :func:`replace_rules_any` / :func:`stop_rules_any`, :class:`RegexReplacer`,
+  :class:`RegexStopMatcher`, :class:`RegexStop` (SEMANTICS §7).
 
 The ``replace``, ``hold_back`` and ``stop`` operators (:mod:`rxstream.operators`) run on these
 engines; :class:`Replacer`, :class:`StopMatcher`, :func:`replace_text`, :func:`stop_text` and
 :data:`Rules` are also exported from :mod:`rxstream`.
 """
 
+from ._regex import HoldLimitError
+from ._regex_ops import (
+    RegexReplacer,
+    RegexReplaceRules,
+    RegexRule,
+    RegexStop,
+    RegexStopMatcher,
+    RegexStopRules,
+    is_regex_rule,
+    make_replacer,
+    make_stop_matcher,
+    replace_rules_any,
+    rx,
+    stop_rules_any,
+)
 from ._replacer import Replacer, replace_text
 from ._rules import (
     ReplaceRules,
@@ -32,7 +51,14 @@ from ._stop_matcher import StopMatcher, stop_text
 from ._trie import PatternTrie
 
 __all__ = [
+    "HoldLimitError",
     "PatternTrie",
+    "RegexReplaceRules",
+    "RegexReplacer",
+    "RegexRule",
+    "RegexStop",
+    "RegexStopMatcher",
+    "RegexStopRules",
     "ReplaceRules",
     "ReplaceScanner",
     "Replacer",
@@ -40,10 +66,16 @@ __all__ = [
     "StopMatcher",
     "StopRules",
     "StopScanner",
+    "is_regex_rule",
+    "make_replacer",
+    "make_stop_matcher",
     "normalize_rules",
     "normalize_stops",
     "replace_rules",
+    "replace_rules_any",
     "replace_text",
+    "rx",
     "stop_rules",
+    "stop_rules_any",
     "stop_text",
 ]

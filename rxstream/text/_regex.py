@@ -120,7 +120,7 @@ class RegexRules:
     Args:
         rules: pattern strings, ``re.Pattern`` or ``regex.Pattern`` objects.
         max_hold: the longest match per rule (one int for all, or one per rule).
-        on_hold_limit: ``"release"`` or ``"error"``.
+        on_hold_limit: ``"release"`` or ``"error"`` (one for all, or one per rule).
         max_states: the bound on cached DFA states.
     """
 
@@ -129,7 +129,7 @@ class RegexRules:
         rules: Sequence[Any],
         *,
         max_hold: int | Sequence[int] = DEFAULT_MAX_HOLD,
-        on_hold_limit: Literal["release", "error"] = "release",
+        on_hold_limit: Literal["release", "error"] | Sequence[Literal["release", "error"]] = "release",
         max_states: int = 10_000,
     ) -> None:
         self.sources: list[Any] = list(rules)
@@ -139,10 +139,17 @@ class RegexRules:
         holds = [max_hold] * len(self.rules) if isinstance(max_hold, int) else list(max_hold)
         if len(holds) != len(self.rules) or any(not isinstance(h, int) or h < 1 for h in holds):
             raise ValueError("max_hold must be a positive int, or one per rule")
-        if on_hold_limit not in ("release", "error"):
-            raise ValueError(f"on_hold_limit must be 'release' or 'error', got {on_hold_limit!r}")
+        policies = (
+            [on_hold_limit] * len(self.rules) if isinstance(on_hold_limit, str) else list(on_hold_limit)
+        )
+        if len(policies) != len(self.rules) or any(p not in ("release", "error") for p in policies):
+            raise ValueError(
+                f"on_hold_limit must be 'release' or 'error' (or one per rule), got {on_hold_limit!r}"
+            )
         self.max_hold: tuple[int, ...] = tuple(holds)
         self.on_hold_limit = on_hold_limit
+        self.hold_errors = sum(1 << r for r, p in enumerate(policies) if p == "error")
+        """The rules whose hold limit raises :class:`HoldLimitError` (a bit mask)."""
         nfa = Nfa()
         for index, rule in enumerate(self.rules):
             parse_rule(nfa, index, rule.pattern, rule.flags)
@@ -216,6 +223,13 @@ class RegexScanner:
         """Consume ``chunk``; return the matches it decided and the released count."""
         if self._done:
             raise ValueError("the scanner was flushed (or failed)")
+        if not self._runs and chunk and self.rules.skip(chunk, 0) is None:
+            # nothing open and no character here can start a match: all of it is decided
+            self.pos += len(chunk)
+            self.released = self.pos
+            self._buf = chunk[-1]
+            self._base = self.pos - 1
+            return ScanResult([], self.pos)
         found: list[RegexMatch] = []
         if chunk:
             try:
@@ -334,9 +348,10 @@ class RegexScanner:
                 mask |= rules
             elif nxt is None:
                 nxt = hold
-        if self.rules.on_hold_limit == "error":
+        errors = mask & self.rules.hold_errors
+        if errors:
             for r in range(len(self.rules.rules)):
-                if mask >> r & 1 and self.rules.dfa.alive_for(st, r):
+                if errors >> r & 1 and self.rules.dfa.alive_for(st, r):
                     raise HoldLimitError(
                         f"rule {r} ({self.rules.rules[r].pattern!r}) could match more than "
                         f"max_hold={self.rules.max_hold[r]} characters"

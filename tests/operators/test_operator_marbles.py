@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from reactivex import operators as ops
 
+import rxstream
 import rxstream.operators as O
 from rxstream import Finish, FinishReason, FinishRecorder
 from rxstream.operators import (
@@ -24,6 +25,7 @@ from rxstream.testing import MarbleMismatch, MarbleTest, check_docstring_marbles
 def test_docstring_marble_diagrams_hold(name: str) -> None:
     """Every public operator documents its timing with a diagram, and the diagram is true."""
     namespace = dict(vars(O))
+    namespace["rx"] = rxstream.rx  # regular-expression rules, as a user imports them
     if name in ("detokenize", "text_pipeline"):
         from rxstream.testing.tokenizers import byte_tokenizer
 
