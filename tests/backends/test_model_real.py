@@ -196,7 +196,7 @@ def test_int4_logits_track_fp32_on_chat_prompts(smol: OnnxModel, smol_int4: Onnx
         a = smol.forward([prompt])[0][0, -1]
         b = smol_int4.forward([prompt])[0][0, -1]
         assert float(np.corrcoef(a, b)[0, 1]) >= 0.998, text
-        assert float(np.abs(a - b).max()) < 0.05 * float(np.abs(a).max()), text
+        assert float(np.abs(a - b).max()) < 2e-3, text  # measured <= 1.6e-4 (logits up to ~35)
 
 
 def test_int4_model_also_answers_paris(smol_int4: OnnxModel) -> None:
