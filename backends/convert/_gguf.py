@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -21,12 +21,20 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFReader, ReaderTenso
 from tokenizers import Tokenizer
 
 from ..onnx._config import DecoderConfig
-from ._graph import DecoderWeights
+from ._graph import BlockQuant, DecoderWeights
 from ._tokenizer import byte_level_bpe
 
-__all__ = ["GgufModel", "can_dequantize", "dequantize_tensor", "read_gguf", "unpermute_rope_rows"]
+__all__ = [
+    "GgufModel",
+    "block_quant",
+    "can_dequantize",
+    "dequantize_tensor",
+    "read_gguf",
+    "unpermute_rope_rows",
+]
 
 F32 = npt.NDArray[np.float32]
+_T = TypeVar("_T", bound=np.generic)
 
 _ROW_BLOCKS = 4096
 """Quantized blocks per row handed to ``gguf.quants.dequantize`` (at most; see :func:`dequantize_tensor`)."""
@@ -70,7 +78,38 @@ def dequantize_tensor(tensor: ReaderTensor) -> F32:
     return values
 
 
-def unpermute_rope_rows(weight: F32, n_heads: int) -> F32:
+def _fp16(raw: npt.NDArray[np.uint8]) -> F32:
+    return np.ascontiguousarray(raw).view(np.float16)[..., 0].astype(np.float32)
+
+
+def block_quant(tensor: ReaderTensor) -> BlockQuant | None:
+    """The blocks of a Q4_0, Q4_1 or Q8_0 matrix as :class:`BlockQuant`, else None.
+
+    Other types have no exact ``MatMulNBits`` form here. (The K-quants Q4_K and Q6_K would have one:
+    per sub-block of 32, ``d * scale`` and ``dmin * min`` are exact float32 products, so Q4_K is a
+    4-bit block with mins and Q6_K an 8-bit block with zero point 32; not done yet.)
+    """
+    qtype = GGMLQuantizationType(tensor.tensor_type)
+    if qtype not in (GGMLQuantizationType.Q4_0, GGMLQuantizationType.Q4_1, GGMLQuantizationType.Q8_0):
+        return None
+    shape = tuple(int(s) for s in reversed(tensor.shape.tolist()))
+    if len(shape) != 2:
+        return None
+    n, k = shape
+    block_size, type_size = GGML_QUANT_SIZES[qtype]
+    raw = np.asarray(tensor.data, dtype=np.uint8).reshape(n, k // block_size, type_size)
+    if qtype == GGMLQuantizationType.Q8_0:
+        codes = (raw[..., 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8)
+        return BlockQuant(codes, _fp16(raw[..., 0:2]), zero_point=128, bits=8)
+    start = 2 if qtype == GGMLQuantizationType.Q4_0 else 4
+    nibbles = raw[..., start:]  # element j in the low nibble of byte j, element j + 16 in the high
+    codes = np.concatenate([nibbles & np.uint8(15), nibbles >> np.uint8(4)], axis=-1)
+    if qtype == GGMLQuantizationType.Q4_0:
+        return BlockQuant(codes, _fp16(raw[..., 0:2]), zero_point=8, bits=4)
+    return BlockQuant(codes, _fp16(raw[..., 0:2]), zero_point=0, bits=4, mins=_fp16(raw[..., 2:4]))
+
+
+def unpermute_rope_rows(weight: npt.NDArray[_T], n_heads: int) -> npt.NDArray[_T]:
     """Undo llama.cpp's row permutation of a Q or K projection (interleaved rotary -> ``rotate_half``).
 
     llama.cpp reorders each head's rows from ``[first half, second half]`` to interleaved pairs;
@@ -250,6 +289,21 @@ def _weights_of(config: DecoderConfig, tensors: Mapping[str, ReaderTensor]) -> D
     def get(name: str) -> F32:
         return dequantize_tensor(tensors[name])
 
+    blocks: dict[str, BlockQuant] = {}
+    heads = {"q": config.num_heads, "k": config.num_kv_heads}
+    for i in range(config.num_layers):
+        for key, gguf_name in _LINEAR.items():
+            quant = block_quant(tensors[f"blk.{i}.{gguf_name}.weight"])
+            if quant is not None:
+                if key in heads:
+                    order = np.arange(quant.codes.shape[0])
+                    quant = quant.rows(unpermute_rope_rows(order, heads[key]))
+                blocks[f"layers.{i}.{key}"] = quant
+    for key, gguf_name in (("embed", "token_embd.weight"), ("lm_head", "output.weight")):
+        quant = block_quant(tensors[gguf_name]) if gguf_name in tensors else None
+        if quant is not None:
+            blocks[key] = quant
+
     layers = []
     for i in range(config.num_layers):
         p = f"blk.{i}"
@@ -268,5 +322,21 @@ def _weights_of(config: DecoderConfig, tensors: Mapping[str, ReaderTensor]) -> D
         )
     lm_head = get("output.weight") if "output.weight" in tensors else None
     return DecoderWeights(
-        embed=get("token_embd.weight"), norm=get("output_norm.weight"), lm_head=lm_head, layers=layers
+        embed=get("token_embd.weight"),
+        norm=get("output_norm.weight"),
+        lm_head=lm_head,
+        layers=layers,
+        blocks=blocks,
     )
+
+
+_LINEAR = {
+    "q": "attn_q",
+    "k": "attn_k",
+    "v": "attn_v",
+    "o": "attn_output",
+    "gate": "ffn_gate",
+    "up": "ffn_up",
+    "down": "ffn_down",
+}
+"""The decoder's matrices and their GGUF tensor names (``blk.{i}.<name>.weight``)."""

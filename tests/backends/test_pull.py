@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+import onnx
 import pytest
 from reactivex import operators as ops
 
@@ -380,3 +381,26 @@ def test_ctrl_c_during_models_pull_is_one_line_and_exit_130(tmp_path: Path, gguf
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert err.rstrip().splitlines()[-1] == "rxstream models: interrupted"
     assert leftovers(cache) == []
+
+
+def test_an_int4_model_quantized_anew_by_an_earlier_version_is_rebuilt(
+    tmp_path: Path, gguf_file: Path
+) -> None:
+    """Format 2 int4 directories quantized the GGUF's 4-bit weights a second time; a pull replaces
+    them with the exact conversion (and leaves an fp32 directory of format 2 alone)."""
+    from rxstream.backends import build_tiny_model, pull_model
+    from rxstream.backends.convert._pull import _COMPLETE, _FORMATS
+
+    cache = seeded_cache(tmp_path / "cache", gguf_file)
+    old: dict[str, bytes] = {}
+    for quant in ("fp32", "int4"):
+        target = build_tiny_model(cache / "models" / f"{SOURCE.dirname}-{quant}", quantization=quant)
+        (target / _COMPLETE).write_text("rxstream-onnx-format 2\nconverted from x.gguf\n", encoding="utf-8")
+        old[quant] = (target / "model.onnx").read_bytes()
+    assert pull_model("smollm2", cache_dir=cache, progress=False) == cache / "models" / TARGET
+    assert (cache / "models" / TARGET / "model.onnx").read_bytes() == old["fp32"]
+    int4 = pull_model("smollm2", cache_dir=cache, progress=False, quantization="int4")
+    assert (int4 / _COMPLETE).read_text(encoding="utf-8").startswith(f"{_FORMATS['int4']}\n")
+    assert (int4 / "model.onnx").read_bytes() != old["int4"]
+    names = {i.name for i in onnx.load(str(int4 / "model.onnx"), load_external_data=False).graph.initializer}
+    assert {"layers.0.qkv.q", "layers.0.qkv.zp", "layers.0.qkv.mins"} <= names
