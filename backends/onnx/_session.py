@@ -54,8 +54,9 @@ def _create_session(
     if threads is not None:
         options.intra_op_num_threads = threads
     # A decode step is hundreds of small kernels. Intra-op workers that spin between them (ORT's
-    # default) keep the step fast when the cores are free: on 2 idle cores int4 decodes ~1.4x and
-    # fp32 ~1.1x faster than with blocking waits. On cores busy with other work the spinning steals
+    # default) keep the step fast when the cores are free: on 2 idle cores the earlier
+    # (re-quantized, int8-activation) int4 build decoded ~1.4x and fp32 ~1.1x faster than with
+    # blocking waits. On cores busy with other work the spinning steals
     # the CPU instead; ``spinning=False`` makes the workers block (better there, worse when idle).
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     want_cuda = provider == "cuda" or (
