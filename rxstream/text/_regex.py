@@ -11,6 +11,17 @@ matches ``abcd`` where Python's ``re`` (first alternative wins) gives ``ab``, an
 quantifiers (``*?``, ``+?``, ``??``, ``{m,n}?``) mean the same as greedy ones. A rule may match at
 most ``max_hold`` characters (see below). Rules that can match the empty string are rejected.
 
+**Per-rule modes.** ``shortest=True``: the rule's match at a position is its *shortest* non-empty
+one (leftmost, then shortest -- what lazy quantifiers mean to a backtracking engine when the
+match must end at the first place it can, ``<b>.*?</b>`` up to the *first* ``</b>``); across rules
+the longest of the rules' matches at the leftmost position still wins (the first rule on a tie).
+The run of a shortest rule is decided the moment it matches, so nothing is held for it after
+that. ``allow_empty=True``: the rule may match the empty string, but empty matches are never
+reported -- the rule stands for its non-empty matches (``(?:^|<think>)`` matches ``<think>``
+anywhere; ``^<think>`` only at the start of the stream). A rule that matches *only* the empty
+string is rejected. :attr:`RegexRules.empty` says where a rule's empty match would be (the start
+and/or end of the stream, or elsewhere), for callers that give it a meaning of their own.
+
 **Streaming.** :class:`RegexScanner` is fed chunks and reports each match the moment no
 continuation of the stream (including its end) could change it, and how many characters are
 *released*: every character before that point is decided (plain text, or inside a reported
@@ -43,7 +54,8 @@ zero-width ``\\A``, ``^`` (start of the stream; with MULTILINE also after ``"\\n
 character, exactly as ``re`` (or ``regex``) decides it. **Rejected** with ``ValueError`` naming
 the construct: back-references, look-ahead and look-behind, conditionals, atomic groups,
 possessive quantifiers, ``$`` without MULTILINE (it also matches before a final newline: two
-characters of look-ahead), LOCALE, bytes patterns, and rules that match the empty string.
+characters of look-ahead), LOCALE, bytes patterns, and rules that match the empty string (unless
+``allow_empty``).
 
 **Hold limit.** A run of an unbounded pattern (``.*``, ``[^\\n]+``) stays alive as long as the
 text fits it; every live run costs one step per character. ``max_hold`` (per rule, default
@@ -70,7 +82,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
 
-from ._regex_alphabet import Alphabet, _intervals
+from ._regex_alphabet import EDGE, Alphabet, _intervals
 from ._regex_dfa import DEAD, Dfa, State
 from ._regex_rules import Rule, find_all_leftmost_longest, normalize_rules
 from ._regex_syntax import A_BOUND_U, ASSERT, CHAR, Nfa, parse_rule
@@ -122,6 +134,15 @@ class RegexRules:
         max_hold: the longest match per rule (one int for all, or one per rule).
         on_hold_limit: ``"release"`` or ``"error"`` (one for all, or one per rule).
         max_states: the bound on cached DFA states.
+        shortest: a rule's match at a position is its shortest non-empty one, decided the moment
+            it matches (one bool for all, or one per rule); otherwise its longest.
+        allow_empty: the rule may match the empty string; such matches are never reported, so
+            the rule stands for its non-empty matches (one bool for all, or one per rule).
+
+    Attributes:
+        empty: per rule, where it matches the empty string, as ``(at_start, at_end)`` pairs
+            (``at_start``: no character before it; ``at_end``: none after it); empty when it
+            never does.
     """
 
     def __init__(
@@ -131,6 +152,8 @@ class RegexRules:
         max_hold: int | Sequence[int] = DEFAULT_MAX_HOLD,
         on_hold_limit: Literal["release", "error"] | Sequence[Literal["release", "error"]] = "release",
         max_states: int = 10_000,
+        shortest: bool | Sequence[bool] = False,
+        allow_empty: bool | Sequence[bool] = False,
     ) -> None:
         self.sources: list[Any] = list(rules)
         self.rules: list[Rule] = normalize_rules(rules)
@@ -139,6 +162,10 @@ class RegexRules:
         holds = [max_hold] * len(self.rules) if isinstance(max_hold, int) else list(max_hold)
         if len(holds) != len(self.rules) or any(not isinstance(h, int) or h < 1 for h in holds):
             raise ValueError("max_hold must be a positive int, or one per rule")
+        shortest_of = _per_rule(shortest, len(self.rules), "shortest")
+        empty_ok = _per_rule(allow_empty, len(self.rules), "allow_empty")
+        self.shortest: tuple[bool, ...] = shortest_of
+        self.allow_empty: tuple[bool, ...] = empty_ok
         policies = (
             [on_hold_limit] * len(self.rules) if isinstance(on_hold_limit, str) else list(on_hold_limit)
         )
@@ -155,10 +182,22 @@ class RegexRules:
             parse_rule(nfa, index, rule.pattern, rule.flags)
         engine = self.rules[0].engine
         words = any(k == ASSERT and nfa.arg[n] >= A_BOUND_U for n, k in enumerate(nfa.kind))
-        self.dfa = Dfa(nfa, Alphabet(engine, nfa.leaves, words), max_states)
+        shortest_mask = sum(1 << r for r, s in enumerate(shortest_of) if s)
+        self.dfa = Dfa(nfa, Alphabet(engine, nfa.leaves, words), max_states, shortest_mask)
+        self.empty: tuple[frozenset[tuple[bool, bool]], ...] = tuple(
+            frozenset((p == EDGE, x == EDGE) for p, x in self.dfa.empty_contexts(start))
+            for start in nfa.starts
+        )
         for index, start in enumerate(nfa.starts):
-            if self.dfa.nullable(start):
-                raise ValueError(f"rule {index} ({self.rules[index].pattern!r}) can match the empty string")
+            if self.empty[index] and not empty_ok[index]:
+                raise ValueError(
+                    f"rule {index} ({self.rules[index].pattern!r}) can match the empty string "
+                    "(allow_empty=True lets it, reporting only its non-empty matches)"
+                )
+            if self.empty[index] and not self.dfa.consumes(start):
+                raise ValueError(
+                    f"rule {index} ({self.rules[index].pattern!r}) matches only the empty string"
+                )
         # (length, rules that may not grow past it), by length: applied to a run older than length
         limits: dict[int, int] = {}
         for index, hold in enumerate(holds):
@@ -182,6 +221,15 @@ class RegexRules:
             suffix = "(?=[\\s\\S]\\Z)" if tail else "\\Z"
             pinned = self._pinned[(match.rule, tail)] = self.rules[match.rule].with_suffix(suffix)
         return pinned.match(match.before + match.text + match.after, len(match.before))
+
+
+def _per_rule(value: bool | Sequence[bool], count: int, name: str) -> tuple[bool, ...]:
+    values: list[Any] = (
+        [value] * count if isinstance(value, bool) or not isinstance(value, Sequence) else list(value)
+    )
+    if len(values) != count or any(not isinstance(v, bool) for v in values):
+        raise ValueError(f"{name} must be a bool, or one per rule")
+    return tuple(values)
 
 
 def _leaf_ivs(engine: Any, nfa: Nfa, node: int) -> tuple[tuple[int, int], ...]:

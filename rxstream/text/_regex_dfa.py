@@ -21,6 +21,13 @@ construction (linear in the NFA's size). Dead sets become the one :data:`DEAD` s
 state that can neither grow its match nor depend on the next character for it is marked
 :attr:`State.final` (with the rule it matches, if any), so a run ends the moment nothing more can
 come of it -- which is what makes the scanner's hold-back minimal.
+
+**Shortest rules** (``shortest_mask``): once a run has matched such a rule (a non-empty match:
+the initial states, before any character, never accept), the rule's character tests are dropped
+from the state, so the rule's language loses every string that extends one of its matches -- its
+longest match is then the original rule's shortest one, and the run is decided at once. Initial
+states are kept apart from the states reached after characters (a flag in the key) for this, and
+because an empty match is never reported.
 """
 
 from __future__ import annotations
@@ -77,11 +84,13 @@ class State:
     ``trans`` caches, per character, ``(next state, rule that matched just before it or -1)``.
     """
 
-    __slots__ = ("by_class", "ctx", "done", "final", "kernel", "pre", "restricted", "trans")
+    __slots__ = ("by_class", "ctx", "done", "final", "initial", "kernel", "pre", "restricted", "trans")
 
-    def __init__(self, kernel: tuple[int, ...], ctx: int) -> None:
+    def __init__(self, kernel: tuple[int, ...], ctx: int, initial: bool = False) -> None:
         self.kernel = kernel
         self.ctx = ctx
+        self.initial = initial
+        """A run's state before its first character (it accepts nothing: no empty matches)."""
         self.final = True
         """Nothing can change any more: no longer match is possible, and whether the text so far
         matches does not depend on the next character (it is :attr:`done`)."""
@@ -102,17 +111,21 @@ class Dfa:
 
     Attributes:
         resets: how many times the state cache was full and dropped.
+        shortest_mask: the rules (a bit per rule) whose runs end at their first match.
     """
 
-    def __init__(self, nfa: Nfa, alphabet: Alphabet, max_states: int = 10_000) -> None:
+    def __init__(
+        self, nfa: Nfa, alphabet: Alphabet, max_states: int = 10_000, shortest_mask: int = 0
+    ) -> None:
         if max_states < 8:
             raise ValueError("max_states must be at least 8")
         self.nfa = nfa
         self.alphabet = alphabet
         self.max_states = max_states
+        self.shortest_mask = shortest_mask
         self.resets = 0
         self._eclose: dict[int, tuple[int, ...]] = {}
-        self._table: dict[tuple[tuple[int, ...], int], State] = {}
+        self._table: dict[tuple[tuple[int, ...], int, bool], State] = {}
         self._live = self._liveness()
         start = nfa.starts[0]
         for s in nfa.starts[1:]:
@@ -180,8 +193,34 @@ class Dfa:
 
     def nullable(self, start: int) -> bool:
         """Whether the rule starting at NFA node ``start`` matches "" in some context."""
+        return bool(self.empty_contexts(start))
+
+    def empty_contexts(self, start: int) -> list[tuple[int, int]]:
+        """The (previous, next) character contexts in which the rule at ``start`` matches ""."""
         kernel = self.eclose(start)
-        return any(self._resolve(kernel, p, x)[1] >= 0 for p in range(CTX_COUNT) for x in range(CTX_COUNT))
+        return [
+            (p, x)
+            for p in range(CTX_COUNT)
+            for x in range(CTX_COUNT)
+            if self._resolve(kernel, p, x, False)[1] >= 0
+        ]
+
+    def consumes(self, start: int) -> bool:
+        """Whether the rule at ``start`` can match a non-empty string (assertions on the way to
+        its first character taken as satisfiable)."""
+        kind, out, live = self.nfa.kind, self.nfa.out, self._live
+        seen: set[int] = set()
+        stack = list(self.eclose(start))
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if kind[n] == ASSERT:
+                stack.extend(self.eclose(out[n]))
+            elif kind[n] == CHAR and any(live[m] for m in self.eclose(out[n])):
+                return True
+        return False
 
     def first_nodes(self) -> list[int]:
         """The CHAR nodes a match can start with (assertions on the way assumed to hold)."""
@@ -203,20 +242,20 @@ class Dfa:
         """The state of a run starting after a character of context ``ctx``."""
         st = self._init[ctx]
         if st is None:
-            st = self._init[ctx] = self._intern(self._start, ctx)
+            st = self._init[ctx] = self._intern(self._start, ctx, True)
         return st
 
-    def _intern(self, kernel: Iterable[int], ctx: int) -> State:
+    def _intern(self, kernel: Iterable[int], ctx: int, initial: bool = False) -> State:
         live = self._live
         bit = 1 << ctx
-        key = (tuple(sorted(set(kernel))), ctx)
+        key = (tuple(sorted(set(kernel))), ctx, initial)
         if not any(live[n] & bit for n in key[0]):
             return DEAD
         st = self._table.get(key)
         if st is None:
             if len(self._table) >= self.max_states:
                 self._drop_cache()
-            st = self._table[key] = State(key[0], ctx)
+            st = self._table[key] = State(key[0], ctx, initial)
             self._classify(st)
         return st
 
@@ -243,11 +282,18 @@ class Dfa:
         self._init = [None] * CTX_COUNT
         self.resets += 1
 
-    def _resolve(self, kernel: tuple[int, ...], prev: int, nxt: int) -> tuple[tuple[int, ...], int]:
-        """Follow the assertions that hold between ``prev`` and ``nxt``: (CHAR nodes, rule or -1)."""
+    def _resolve(
+        self, kernel: tuple[int, ...], prev: int, nxt: int, initial: bool
+    ) -> tuple[tuple[int, ...], int]:
+        """Follow the assertions that hold between ``prev`` and ``nxt``: (CHAR nodes, rule or -1).
+
+        ``initial``: the state before any character, which accepts nothing (no empty matches).
+        Otherwise the CHAR nodes of the shortest rules that match here are dropped.
+        """
         kind, arg, out = self.nfa.kind, self.nfa.arg, self.nfa.out
         chars: list[int] = []
         rule = -1
+        accepted = 0
         seen: set[int] = set()
         stack = list(reversed(kernel))
         while stack:
@@ -259,16 +305,23 @@ class Dfa:
             if k == CHAR:
                 chars.append(n)
             elif k == FINAL:
+                accepted |= 1 << arg[n]
                 if rule < 0 or arg[n] < rule:
                     rule = arg[n]
             elif _HOLDS[arg[n]][prev][nxt]:
                 stack.extend(reversed(self.eclose(out[n])))
+        if initial:
+            return tuple(chars), -1
+        done = accepted & self.shortest_mask
+        if done:
+            owner = self.nfa.rule
+            chars = [c for c in chars if not done >> owner[c] & 1]
         return tuple(chars), rule
 
     def _pre(self, st: State, nxt: int) -> tuple[tuple[int, ...], int]:
         got = st.pre[nxt]
         if got is None:
-            got = st.pre[nxt] = self._resolve(st.kernel, st.ctx, nxt)
+            got = st.pre[nxt] = self._resolve(st.kernel, st.ctx, nxt, st.initial)
         return got
 
     def step(self, st: State, ch: str) -> tuple[State, int]:
@@ -301,7 +354,7 @@ class Dfa:
         if got is None:
             rule = self.nfa.rule
             kept = [n for n in st.kernel if not (rules_mask >> rule[n] & 1)]
-            got = st.restricted[rules_mask] = self._intern(kept, st.ctx)
+            got = st.restricted[rules_mask] = self._intern(kept, st.ctx, st.initial)
         return got
 
     def alive_for(self, st: State, rule_index: int) -> bool:

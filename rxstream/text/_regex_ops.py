@@ -2,10 +2,11 @@
 
 A rule list may mix literal strings with regular expressions: a compiled ``re.Pattern`` or
 ``regex.Pattern`` as it is, or :func:`rx` (a pattern with options: ``max_hold``,
-``on_hold_limit``). As soon as one rule of a list is a regular expression, the whole list runs on
-one :class:`~rxstream.text._regex.RegexScanner`, the literal strings as escaped patterns, so one
-leftmost-longest order holds across all rules (leftmost, then longest, then the first rule in
-the list). A list of literal strings alone keeps the literal engine (:mod:`._scanners`).
+``on_hold_limit``, ``shortest``, ``allow_empty``). As soon as one rule of a list is a regular
+expression, the whole list runs on one :class:`~rxstream.text._regex.RegexScanner`, the literal
+strings as escaped patterns, so one leftmost-longest order holds across all rules (leftmost, then
+longest, then the first rule in the list). A list of literal strings alone keeps the literal
+engine (:mod:`._scanners`).
 
 - :func:`replace_rules_any` / :func:`stop_rules_any` compile a rule list into the literal
   :class:`~._rules.ReplaceRules` / :class:`~._rules.StopRules`, or into
@@ -57,11 +58,16 @@ class RegexRule:
         on_hold_limit: ``"release"`` (a match would be longer than ``max_hold``: the rule gives
             it up and the text is released) or ``"error"`` (the stream fails with
             :class:`~rxstream.text._regex.HoldLimitError`).
+        shortest: the rule's match at a position is its shortest non-empty one (decided as soon
+            as it matches), not its longest.
+        allow_empty: the pattern may match the empty string; empty matches are never reported.
     """
 
     pattern: Any
     max_hold: int = DEFAULT_MAX_HOLD
     on_hold_limit: HoldPolicy = "release"
+    shortest: bool = False
+    allow_empty: bool = False
 
     @property
     def source(self) -> str:
@@ -77,6 +83,10 @@ class RegexRule:
         extra = "" if self.max_hold == DEFAULT_MAX_HOLD else f", max_hold={self.max_hold}"
         if self.on_hold_limit != "release":
             extra += f", on_hold_limit={self.on_hold_limit!r}"
+        if self.shortest:
+            extra += ", shortest=True"
+        if self.allow_empty:
+            extra += ", allow_empty=True"
         return f"rx({self.source!r}{flags}{extra})"
 
 
@@ -110,22 +120,31 @@ def rx(
     *,
     max_hold: int = DEFAULT_MAX_HOLD,
     on_hold_limit: HoldPolicy = "release",
+    shortest: bool = False,
+    allow_empty: bool = False,
 ) -> RegexRule:
     r"""A regular-expression rule for ``stop``, ``replace``, ``hold_back`` (and ``redact``).
 
     >>> rx(r"\n\s*(?:User|Human):")
     rx('\\n\\s*(?:User|Human):')
+    >>> rx(r"<b>.*?</b>", shortest=True)  # ends at the first </b>
+    rx('<b>.*?</b>', shortest=True)
 
     Args:
         pattern: a pattern string (compiled with ``re`` and ``flags``), or a compiled
             ``re.Pattern`` / ``regex.Pattern`` (then ``flags`` must be 0).
         max_hold: the longest match in characters, hence the most text held for this rule.
         on_hold_limit: ``"release"`` or ``"error"`` (see :class:`RegexRule`).
+        shortest: leftmost, then *shortest* non-empty match for this rule (what a lazy
+            ``.*?`` means to ``re``), decided the moment it matches; the default is the longest.
+        allow_empty: the pattern may match the empty string (``(?:^|<think>)``); empty matches
+            are never reported, so the rule stands for its non-empty matches.
 
     Raises:
         ValueError: the pattern is invalid, uses a construct the streaming engine does not
             support (back-references, look-arounds, ...; SEMANTICS §7), can match the empty
-            string, or an option is out of range. TypeError: ``pattern`` is of another type.
+            string (without ``allow_empty``) or only the empty string, or an option is out of
+            range. TypeError: ``pattern`` is of another type.
     """
     if isinstance(pattern, str):
         try:
@@ -144,7 +163,10 @@ def rx(
         raise ValueError(f"rx: max_hold must be a positive int, got {max_hold!r}")
     if on_hold_limit not in ("release", "error"):
         raise ValueError(f"rx: on_hold_limit must be 'release' or 'error', got {on_hold_limit!r}")
-    rule = RegexRule(compiled, max_hold, on_hold_limit)
+    for name, value in (("shortest", shortest), ("allow_empty", allow_empty)):
+        if not isinstance(value, bool):
+            raise ValueError(f"rx: {name} must be a bool, got {value!r}")
+    rule = RegexRule(compiled, max_hold, on_hold_limit, shortest, allow_empty)
     _check(rule, "rx")
     return rule
 
@@ -155,7 +177,9 @@ def _as_rule(obj: Any) -> RegexRule:
 
 def _check(rule: RegexRule, owner: str) -> None:
     try:
-        RegexRules([rule.pattern], max_hold=rule.max_hold)
+        RegexRules(
+            [rule.pattern], max_hold=rule.max_hold, shortest=rule.shortest, allow_empty=rule.allow_empty
+        )
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{owner}: rule {rule.source!r}: {exc}") from None
 
@@ -168,17 +192,25 @@ def _compile(rules: Sequence[str | RegexRule], owner: str) -> RegexRules:
     patterns: list[Any] = []
     holds: list[int] = []
     policies: list[HoldPolicy] = []
+    shortest: list[bool] = []
+    empty: list[bool] = []
     for r in rules:
         if isinstance(r, str):
             patterns.append(engine.compile(engine.escape(r)))
             holds.append(len(r))
             policies.append("release")
+            shortest.append(False)
+            empty.append(False)
         else:
             patterns.append(r.pattern)
             holds.append(r.max_hold)
             policies.append(r.on_hold_limit)
+            shortest.append(r.shortest)
+            empty.append(r.allow_empty)
     try:
-        return RegexRules(patterns, max_hold=holds, on_hold_limit=policies)
+        return RegexRules(
+            patterns, max_hold=holds, on_hold_limit=policies, shortest=shortest, allow_empty=empty
+        )
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{owner}: {_name_rule(exc, rules)}") from None
 
@@ -447,7 +479,8 @@ class RegexReplacer:
 
 class RegexStopMatcher:
     """Stop rules with regular expressions over a stream of text (the interface of
-    :class:`~rxstream.StopMatcher`; the stop is the first leftmost-longest match).
+    :class:`~rxstream.StopMatcher`; the stop is the first match: leftmost, then longest -- a
+    rule with ``shortest=True`` offering its shortest match there).
 
     With ``include_stop``, text is held from the start of a possible stop until it is decided.
     A match lying wholly inside ``prompt`` (or the first chunk, with ``skip_initial``) does not

@@ -101,13 +101,18 @@ def _regex_rule(index: int, rule: Any) -> Rule:
 
 
 def find_all_leftmost_longest(
-    rules: Sequence[Any], text: str, *, max_hold: int | Sequence[int] | None = None
+    rules: Sequence[Any],
+    text: str,
+    *,
+    max_hold: int | Sequence[int] | None = None,
+    shortest: bool | Sequence[bool] = False,
 ) -> list[tuple[int, int, int]]:
     """The batch semantics, by brute force: ``(start, end, rule)`` of every match, in order.
 
-    Scan left to right; at each position take the longest non-empty match of any rule (the first
-    rule on a tie), jump past it; with no match there, move one character on. ``max_hold`` caps
-    the length of a match (one int, or one per rule). Whether rule ``r`` matches exactly
+    Scan left to right; at each position take each rule's non-empty match there -- its longest,
+    or with ``shortest`` (one bool, or one per rule) its shortest -- and of those the longest
+    (the first rule on a tie), jump past it; with no match there, move one character on.
+    ``max_hold`` caps the length of a match (one int, or one per rule). Whether rule ``r`` matches exactly
     ``text[i:j]`` in context is asked of the rule's own engine:
     ``(?:pattern)(?<=\\A[\\s\\S]{j})`` matched at ``i`` in the whole text (the look-behind
     pins the end at ``j``; assertions see the real neighbours). O(n^2) matches per rule: for
@@ -115,6 +120,7 @@ def find_all_leftmost_longest(
     """
     normal = normalize_rules(rules)
     holds = [max_hold] * len(normal) if max_hold is None or isinstance(max_hold, int) else list(max_hold)
+    shortest_of = [shortest] * len(normal) if isinstance(shortest, bool) else list(shortest)
     n = len(text)
     found: list[tuple[int, int, int]] = []
     ends: dict[tuple[int, int], Any] = {}
@@ -123,14 +129,16 @@ def find_all_leftmost_longest(
         best: tuple[int, int, int] | None = None
         for r, rule in enumerate(normal):
             hold = holds[r]
-            for j in range(n if hold is None else min(n, i + hold), i, -1):
-                if best is not None and j <= best[1]:
-                    break
+            last = n if hold is None else min(n, i + hold)
+            for j in range(i + 1, last + 1) if shortest_of[r] else range(last, i, -1):
+                if best is not None and j <= best[1] and not shortest_of[r]:
+                    break  # no longer than the best so far
                 pinned = ends.get((r, j))
                 if pinned is None:
                     pinned = ends[(r, j)] = rule.with_suffix(f"(?<=\\A[\\s\\S]{{{j}}})")
                 if pinned.match(text, i) is not None:
-                    best = (i, j, r)
+                    if best is None or j > best[1]:
+                        best = (i, j, r)
                     break
         if best is None:
             i += 1

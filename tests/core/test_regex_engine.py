@@ -385,3 +385,226 @@ def test_hold_limit_error_policy() -> None:
     scanner = RegexScanner(released)
     result = scanner.feed("<think>" + "x" * 30)
     assert result.matches == [] and result.released == 37
+
+
+# -- shortest and allow_empty modes --------------------------------------------------------------
+
+
+def make_mode_rules(sources: list[str], flags: int, **options: Any) -> RegexRules | None:
+    """Like ``make_rules``; None when a generated pattern cannot be used in the mode."""
+    compiled = [re.compile(s, flags) for s in sources]
+    try:
+        return RegexRules(compiled, **options)
+    except ValueError as exc:
+        assert "empty string" in str(exc)
+        return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(
+    st.lists(st.tuples(patterns, st.booleans()), min_size=1, max_size=3),
+    flag_sets,
+    st.text(alphabet=TEXT_ALPHABET, max_size=14),
+    st.lists(st.integers(0, 14), max_size=5),
+)
+def test_shortest_mode_matches_brute_force_under_any_chunking(
+    rules_modes: list[tuple[str, bool]], flags: int, text: str, cuts: list[int]
+) -> None:
+    """Per rule leftmost-shortest (or -longest), the longest of the rules' matches at a position."""
+    sources = [s for s, _ in rules_modes]
+    modes = [m for _, m in rules_modes]
+    rules = make_mode_rules(sources, flags, shortest=modes)
+    assume(rules is not None)
+    assert rules is not None
+    expected = find_all_leftmost_longest(rules.sources, text, shortest=modes)
+    found, released = stream(rules, text, cuts)
+    assert found == expected
+    one_by_one = stream(rules, text, range(len(text)))[1]
+    bounds = [*sorted(set(c for c in cuts if 0 < c < len(text))), len(text)]
+    assert released == [one_by_one[b - 1] for b in bounds] if text else True
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(
+    st.lists(patterns, min_size=1, max_size=3),
+    flag_sets,
+    st.booleans(),
+    st.text(alphabet=TEXT_ALPHABET, max_size=14),
+    st.lists(st.integers(0, 14), max_size=5),
+)
+def test_allow_empty_reports_only_non_empty_matches(
+    sources: list[str], flags: int, shortest: bool, text: str, cuts: list[int]
+) -> None:
+    """Patterns that match "" stand for their non-empty matches (the reference never takes "")."""
+    rules = make_mode_rules(sources, flags, allow_empty=True, shortest=shortest)
+    assume(rules is not None)
+    assert rules is not None
+    expected = find_all_leftmost_longest(rules.sources, text, shortest=shortest)
+    assert stream(rules, text, cuts)[0] == expected
+    # the same rules with their empty alternative removed where the pattern allows it: unchanged
+    # results for the rules that never match "" (allow_empty changes nothing for them)
+    plain = make_mode_rules(sources, flags, shortest=shortest)
+    if plain is not None:
+        assert stream(plain, text, cuts)[0] == expected
+
+
+def _valid_prefix_modes(
+    rules: list[Any], text: str, r: int, continuations: list[str], shortest: Sequence[bool]
+) -> bool:
+    seen = None
+    for x in continuations:
+        decided = [m for m in find_all_leftmost_longest(rules, text + x, shortest=shortest) if m[0] < r]
+        if any(m[1] > r for m in decided):
+            return False
+        if seen is None:
+            seen = decided
+        elif decided != seen:
+            return False
+    return True
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(
+    st.lists(st.tuples(patterns, st.booleans()), min_size=1, max_size=2),
+    flag_sets,
+    st.text(alphabet="ab \n_", max_size=8),
+)
+def test_shortest_mode_hold_back_is_minimal(
+    rules_modes: list[tuple[str, bool]], flags: int, text: str
+) -> None:
+    sources = [s for s, _ in rules_modes]
+    modes = [m for _, m in rules_modes]
+    rules = make_mode_rules(sources, flags, shortest=modes, allow_empty=True)
+    assume(rules is not None)
+    assert rules is not None
+    pats = rules.sources
+    found, released = state_after(rules, text)
+    for x in SHORT:
+        batch = find_all_leftmost_longest(pats, text + x, shortest=modes)
+        assert [m for m in batch if m[0] < released] == found
+        assert all(m[1] <= released for m in batch if m[0] < released)
+    for r in range(released + 1, len(text) + 1):
+        if _valid_prefix_modes(pats, text, r, SHORT, modes):
+            longer = _continuations(CONT_ALPHABET + "bA", 5)
+            assert not _valid_prefix_modes(pats, text, r, longer, modes), (text, r, released)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(
+    st.lists(st.tuples(patterns, st.booleans()), min_size=1, max_size=3),
+    flag_sets,
+    st.text(alphabet=TEXT_ALPHABET, max_size=14),
+    st.lists(st.integers(1, 4), min_size=3, max_size=3),
+)
+def test_shortest_mode_with_max_hold(
+    rules_modes: list[tuple[str, bool]], flags: int, text: str, holds: list[int]
+) -> None:
+    sources = [s for s, _ in rules_modes]
+    modes = [m for _, m in rules_modes]
+    holds = holds[: len(sources)]
+    rules = make_mode_rules(sources, flags, shortest=modes, max_hold=holds, allow_empty=True)
+    assume(rules is not None)
+    assert rules is not None
+    expected = find_all_leftmost_longest(rules.sources, text, shortest=modes, max_hold=holds)
+    assert stream(rules, text, range(len(text)))[0] == expected
+
+
+GPT_OSS_TOOL = r"<\|channel\|>commentary to=functions\.(?P<name>\w+).*?<\|message\|>"
+
+
+def test_shortest_ends_at_the_first_terminator_and_is_decided_at_once() -> None:
+    text = (
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+        '{"q": "<|message|>"}<|call|>'
+    )
+    end = text.index("<|message|>") + len("<|message|>")
+    rules = RegexRules([GPT_OSS_TOOL], shortest=True, max_hold=4096)
+    scanner = RegexScanner(rules)
+    released = []
+    for i, ch in enumerate(text):
+        result = scanner.feed(ch)
+        released.append(result.released)
+        if result.matches:
+            assert i + 1 == end  # reported with the last character of the first <|message|>
+            (m,) = result.matches
+            assert (m.start, m.end) == (0, end)
+            assert rules.rematch(m)["name"] == "get_weather"
+    assert released[end - 2] == 0 and released[end - 1] == end
+    assert released[-1] == len(text)  # nothing held after it: "<|message|>" again is plain text
+    # the longest mode runs to the last <|message|> and holds everything until then
+    longest = RegexRules([GPT_OSS_TOOL], max_hold=4096)
+    assert stream(longest, text)[0] == [(0, text.rindex("<|message|>") + 11, 0)]
+
+
+def test_shortest_lazy_and_greedy_examples() -> None:
+    def spans(pattern: str, text: str, **options: Any) -> list[str]:
+        scanner = RegexScanner(RegexRules([pattern], **options))
+        return [m.text for m in scanner.feed(text).matches + scanner.flush().matches]
+
+    assert spans(r"<b>.*?</b>", "<b>x</b>y</b>", shortest=True) == ["<b>x</b>"]
+    assert spans(r"<b>.*?</b>", "<b>x</b>y</b>") == ["<b>x</b>y</b>"]
+    assert spans(r"a+", "aaa", shortest=True) == ["a", "a", "a"]
+    assert spans(r"ab|abcd", "abcd", shortest=True) == ["ab"]
+    # across rules the longest candidate still wins: a longest rule beside a shortest one
+    rules = RegexRules([r"<x>.*?</x>", r"<x>.*"], shortest=[True, False])
+    assert stream(rules, "<x>a</x>b")[0] == [(0, 9, 1)]
+    rules = RegexRules([r"<x>.*?</x>", r"<x>"], shortest=[True, False])
+    assert stream(rules, "<x>a</x>b</x>")[0] == [(0, 8, 0)]
+
+
+def test_allow_empty_examples_and_the_start_of_the_stream() -> None:
+    ernie = RegexRules([r"(?:^|<think>\s*)"], allow_empty=True)
+    assert ernie.empty == (frozenset({(True, False), (True, True)}),)  # only at the start
+    assert stream(ernie, "<think>\n a</think>b<think>c")[0] == [(0, 9, 0), (19, 26, 0)]
+    anchored = RegexRules([r"^<think>"])
+    assert stream(anchored, "<think>x<think>")[0] == [(0, 7, 0)]  # ^: the stream's start only
+    assert RegexRules([r"x*"], allow_empty=True).empty[0] == frozenset(
+        {(True, True), (True, False), (False, True), (False, False)}
+    )
+    assert RegexRules([r"(?:\n?</r>|\Z)"], allow_empty=True).empty[0] == frozenset(
+        {(True, True), (False, True)}  # at the end only
+    )
+    assert RegexRules([r"<a>"]).empty == (frozenset(),)
+    assert stream(RegexRules([r"b*"], allow_empty=True), "abba")[0] == [(1, 3, 0)]
+    with pytest.raises(ValueError, match="only the empty string"):
+        RegexRules([r"^"], allow_empty=True)
+    with pytest.raises(ValueError, match="only the empty string"):
+        RegexRules([r"(?:\A|\Z)"], allow_empty=True)
+    with pytest.raises(ValueError, match="allow_empty=True"):
+        RegexRules([r"(?:^|<think>)"])
+    with pytest.raises(ValueError, match="shortest"):
+        RegexRules(["a", "b"], shortest=[True])
+    with pytest.raises(ValueError, match="allow_empty"):
+        RegexRules(["a"], allow_empty=1)  # type: ignore[arg-type]
+
+
+def test_modes_reach_the_stop_matcher_and_the_replacer() -> None:
+    from rxstream.text import make_replacer, make_stop_matcher, replace_rules_any, rx, stop_rules_any
+
+    tool = rx(GPT_OSS_TOOL, shortest=True, max_hold=1024)
+    think = rx(r"(?:^|<think>\s*)", allow_empty=True)
+    assert repr(tool).endswith("max_hold=1024, shortest=True)")
+    assert repr(think) == r"rx('(?:^|<think>\\s*)', allow_empty=True)"
+    text = "I will call it.<|channel|>commentary to=functions.f x<|message|>{}<|message|>"
+    rules = stop_rules_any(["<|end|>", tool, think])
+    for include in (False, True):
+        matcher = make_stop_matcher(rules, include_stop=include)
+        out = "".join(matcher.feed(ch) for ch in text) + matcher.flush()
+        first = text.index("<|message|>") + len("<|message|>")
+        assert out == (text[:first] if include else "I will call it.")
+        stop = matcher.stop_string
+        assert stop is not None and not isinstance(stop, str)
+        assert stop.text == text[15:first]
+    matcher = make_stop_matcher(rules, include_stop=True)
+    assert matcher.feed("<think>") == "" and not matcher.stopped  # "\\s*" may still extend it
+    assert matcher.feed(" \n") == "" and not matcher.stopped
+    assert matcher.feed("x") == "<think> \n" and matcher.stopped
+    replacer = make_replacer(replace_rules_any([(tool, "[call]"), (think, "[think]")]))
+    out = "".join(replacer.feed(ch) for ch in "a<think> b" + text) + replacer.flush()
+    assert out == "a[think]bI will call it.[call]{}<|message|>"
+    with pytest.raises(ValueError, match="empty string"):
+        rx(r"(?:^|<think>)")
+    with pytest.raises(ValueError, match="only the empty string"):
+        rx(r"\A", allow_empty=True)
+    with pytest.raises(ValueError, match="shortest must be a bool"):
+        rx("a", shortest="yes")  # type: ignore[arg-type]
