@@ -43,7 +43,7 @@ class Segment:
     ids: tuple[int, ...] | None = None
     logprobs: tuple[float, ...] | None = None
     index: int = 0
-    captures: Mapping[str, str] = field(default=_EMPTY)
+    captures: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     reason: str = ""
 
     def __post_init__(self) -> None:
