@@ -71,10 +71,11 @@ class _RouteSink(OperatorSink[Any, Segment]):
             if not isinstance(value, str):
                 raise TypeError(f"route: a stream of str items got {type(value).__name__}: {describe(value)}")
             segments = router.feed(value)
+        on_next = self.observer.on_next
         for segment in segments:
             if self.done:
                 return
-            self.emit(segment)
+            on_next(segment)
 
     def on_completed(self) -> None:
         if self.router is not None:

@@ -28,10 +28,12 @@ from ..text import (
     stop_rules_any,
 )
 from ..text._rules import StopRules
-from ._segment import Segment, SegmentEvent
+from ._segment import EMPTY_CAPTURES, Segment, SegmentEvent
 from ._spec import Delimiter, Region, RouteSpec, SpecialToken
 
 __all__ = ["CompiledRoute", "Router", "route_text"]
+
+_new = tuple.__new__
 
 _Kind = Literal["open", "default_close", "close", "stray"]
 
@@ -142,6 +144,8 @@ class Router:
         self._out = 0  # characters assigned to segments
         self._pieces: deque[tuple[int, tuple[int, ...], tuple[float, ...] | None]] = deque()
         self._finished = False
+        self._chan = self.spec.default
+        self._index = 0
         if not isinstance(prompt, str):
             raise TypeError(f"{compiled.owner}: prompt must be a str, got {type(prompt).__name__}")
         if prompt:
@@ -181,6 +185,7 @@ class Router:
         self._region = probe._region
 
     def _reset_matcher(self) -> None:
+        self._update_channel()
         self._state = self.compiled.state(self.aligned, self._region)
         rules = self._state.rules
         self._matcher = None if rules is None else make_stop_matcher(rules, owner=self.compiled.owner)
@@ -193,6 +198,22 @@ class Router:
             raise ValueError(f"{self.compiled.owner}: the router has finished")
         out: list[Segment] = []
         if text:
+            m = self._matcher
+            if m is not None and not self._tail and not self.aligned:
+                # the hot path, inlined: nothing held before this text
+                released = m.feed(text)
+                self._pos += len(text)
+                if released is text:  # nothing held or matched now: all of it is channel text
+                    self._out += len(text)
+                    seg = (self._chan, "chunk", text, None, None, self._index, EMPTY_CAPTURES, "")
+                    out.append(_new(Segment, seg))
+                    return out
+                self._tail = text
+                rest = self._settle(m, released, out)
+                if rest:
+                    self._pos -= len(rest)
+                    self._route(rest, out)
+                return out
             self._route(text, out)
         return out
 
@@ -243,23 +264,34 @@ class Router:
     def _route(self, text: str, out: list[Segment]) -> None:
         while True:
             m = self._matcher
+            self._pos += len(text)
             if m is None:
-                self._pos += len(text)
                 self._chunk(text, out)
                 return
-            self._pos += len(text)
-            self._tail += text
-            released = m.feed(text)
-            stop = m.stop_string
-            if stop is None:
-                if released:
-                    self._tail = self._tail[len(released) :]
-                    self._chunk(released, out)
-                return
-            text = self._matched(stop, released, out)
+            if self._tail:
+                self._tail += text
+                released = m.feed(text)
+            else:
+                released = m.feed(text)
+                if released is text:  # the engines' fast path: nothing held, nothing matched
+                    self._chunk(text, out)
+                    return
+                self._tail = text
+            text = self._settle(m, released, out)
             if not text:
                 return
             self._pos -= len(text)  # re-fed in the new state
+
+    def _settle(self, m: StopMatcher | RegexStopMatcher, released: str, out: list[Segment]) -> str:
+        """After ``m.feed`` (``_tail`` holds what it has not released): emit the released text
+        and, on a match, the event; return the text after the match (to route again)."""
+        stop = m.stop_string
+        if stop is None:
+            if released:
+                self._tail = self._tail[len(released) :]
+                self._chunk(released, out)
+            return ""
+        return self._matched(stop, released, out)
 
     def _matched(self, stop: str | RegexStop, released: str, out: list[Segment]) -> str:
         """A delimiter matched: emit the text before it and the event; return the text after it."""
@@ -358,11 +390,22 @@ class Router:
         )
 
     def _chunk(self, text: str, out: list[Segment]) -> None:
-        if self._region < 0:
-            self._emit(out, self.spec.default, "chunk", text, self._default_runs)
+        """Channel text (the hot path: one call per routed item)."""
+        self._out += len(text)
+        if self.aligned:
+            ids, lps = self._take_ids(self._out)
+            if not text and not ids:
+                return
         else:
-            channel = self.spec.regions[self._region].channel
-            self._emit(out, channel, "chunk", text, self._counts.get(channel, 0))
+            ids = lps = None
+        out.append(_new(Segment, (self._chan, "chunk", text, ids, lps, self._index, EMPTY_CAPTURES, "")))
+
+    def _update_channel(self) -> None:
+        if self._region < 0:
+            self._chan, self._index = self.spec.default, self._default_runs
+        else:
+            self._chan = self.spec.regions[self._region].channel
+            self._index = self._counts.get(self._chan, 0)
 
     def _event(
         self, rule: _Rule, text: str, out: list[Segment], token: tuple[int, float | None] | None = None
