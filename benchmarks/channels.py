@@ -116,7 +116,9 @@ def run_router(deltas: list[str]) -> list[Any]:
 
 
 def direct_source(items: list[str]) -> Observable[str]:
-    def subscribe(observer: abc.ObserverBase[str], scheduler: abc.SchedulerBase | None = None) -> abc.DisposableBase:
+    def subscribe(
+        observer: abc.ObserverBase[str], scheduler: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
         on_next = observer.on_next
         for item in items:
             on_next(item)

@@ -491,10 +491,10 @@ def merge_chunks(segments: Sequence[Segment]) -> list[Segment]:
     for s in segments:
         if out and s.event == "chunk":
             p = out[-1]
-            if p.event == "chunk" and p.channel == s.channel and p.index == s.index:
+            if p.event == "chunk" and p.channel == s.channel and p.region == s.region:
                 ids = None if p.ids is None or s.ids is None else p.ids + s.ids
                 lps = None if p.logprobs is None or s.logprobs is None else p.logprobs + s.logprobs
-                out[-1] = Segment(p.channel, "chunk", p.text + s.text, ids, lps, p.index)
+                out[-1] = Segment(p.channel, "chunk", p.text + s.text, ids, lps, p.region)
                 continue
         out.append(s)
     return out

@@ -21,7 +21,7 @@ class _SegmentFields(NamedTuple):
     text: str = ""
     ids: tuple[int, ...] | None = None
     logprobs: tuple[float, ...] | None = None
-    index: int = 0
+    region: int = 0
     captures: Mapping[str, str] = EMPTY_CAPTURES
     reason: str = ""
 
@@ -42,7 +42,7 @@ class Segment(_SegmentFields):
         text: see ``event``.
         ids: the token ids whose text starts in this segment (aligned input), else None.
         logprobs: one per id when the input carried them, else None.
-        index: the region's number within its channel (0, 1, ... per stream); for the default
+        region: the region's number within its channel (0, 1, ... per stream); for the default
             channel, the number of its runs ended by a ``default_close`` delimiter before it.
         captures: named groups of a regular-expression delimiter (``open``/``close`` events).
         reason: why the input is malformed (``malformed`` events), else ``""``.
@@ -61,7 +61,7 @@ class Segment(_SegmentFields):
         text: str = "",
         ids: tuple[int, ...] | None = None,
         logprobs: tuple[float, ...] | None = None,
-        index: int = 0,
+        region: int = 0,
         captures: Mapping[str, str] = EMPTY_CAPTURES,
         reason: str = "",
     ) -> Segment:
@@ -69,11 +69,11 @@ class Segment(_SegmentFields):
             raise ValueError(f"Segment: event must be open, chunk, close or malformed, got {event!r}")
         if logprobs is not None and (ids is None or len(logprobs) != len(ids)):
             raise ValueError("Segment: logprobs need one value per id")
-        return tuple.__new__(cls, (channel, event, text, ids, logprobs, index, captures, reason))
+        return tuple.__new__(cls, (channel, event, text, ids, logprobs, region, captures, reason))
 
     def __repr__(self) -> str:
         return (
             f"Segment(channel={self.channel!r}, event={self.event!r}, text={self.text!r}, ids={self.ids!r}, "
-            f"logprobs={self.logprobs!r}, index={self.index!r}, captures={dict(self.captures)!r}, "
+            f"logprobs={self.logprobs!r}, region={self.region!r}, captures={dict(self.captures)!r}, "
             f"reason={self.reason!r})"
         )

@@ -74,7 +74,7 @@ def test_qwen3_channels() -> None:
     assert "(not </thinking>)" in channel_text(segs, "reasoning")  # a lookalike is not a close
     assert channel_text(segs, "content") == "\n\nLet me check both cities.\n\n\n"
     calls = [s for s in segs if s.channel == "tool_call" and s.event == "chunk"]
-    assert [s.index for s in calls] == [0, 1, 2]
+    assert [s.region for s in calls] == [0, 1, 2]
     assert calls[2].text == '\n{"name": "get_time", "arguments": {}}\n'
     assert not [s for s in segs if s.event == "malformed"]
 
@@ -177,7 +177,7 @@ def test_every_id_is_in_exactly_one_segment(parts: list[str], data: st.DataObjec
 
 
 def _strip(s: Segment) -> Segment:
-    return Segment(s.channel, s.event, s.text, None, None, s.index, s.captures, s.reason)
+    return Segment(s.channel, s.event, s.text, None, None, s.region, s.captures, s.reason)
 
 
 _TOKS: dict[str, Any] = {}
