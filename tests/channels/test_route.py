@@ -189,6 +189,7 @@ def _bytelevel() -> Any:
     return _TOKS["b"]
 
 
+@pytest.mark.network  # the default model's tokenizer: pulled into the cache once
 @pytest.mark.parametrize("name", sorted(recorded.ALL))
 def test_real_tokenizer_per_token_and_grouped(name: str, smollm2_tokenizer: Any) -> None:
     text, prompt = recorded.ALL[name]
