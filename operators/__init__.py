@@ -19,6 +19,12 @@ Token-id operators (``Observable[int | Sequence[int]]``):
 Token ids to shown text in one operator: :func:`text_pipeline` -- ``detokenize -> stop -> replace``
 with one :class:`~rxstream.Finish` report.
 
+Channels (reasoning, answer, tool calls; SEMANTICS §8):
+
+- :func:`route` -- split text or aligned pieces into :class:`~rxstream.channels.Segment` items.
+- :func:`channels` -- one view per channel over one upstream subscription, so ``stop``,
+  ``replace`` or ``redact`` can apply to one channel only.
+
 Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
 
 Writing an operator: every operator here is a function that returns ``operator(name, make_sink)``
@@ -37,6 +43,7 @@ Every public operator documents its timing with a marble diagram, checked by the
 ['Hel', 'lo', '\\nwor', 'ld']
 """
 
+from ._channels import Channels, channels
 from ._deltas import deltas
 from ._detokenize import detokenize
 from ._hold_back import hold_back
@@ -44,18 +51,22 @@ from ._max_tokens import max_tokens
 from ._pipeline import text_pipeline
 from ._redact import redact
 from ._replace import replace
+from ._route import route
 from ._serialize import serialize
 from ._snapshots import snapshots
 from ._stop import stop
 from ._stop_on_tokens import stop_on_tokens
 
 __all__ = [
+    "Channels",
+    "channels",
     "deltas",
     "detokenize",
     "hold_back",
     "max_tokens",
     "redact",
     "replace",
+    "route",
     "serialize",
     "snapshots",
     "stop",

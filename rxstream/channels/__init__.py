@@ -2,23 +2,34 @@
 
 - :mod:`._segment` -- :class:`Segment`, one event of a routed stream.
 - :mod:`._spec` -- :class:`RouteSpec`, :class:`Region`, :class:`SpecialToken`, :func:`route_spec`.
+- :mod:`._presets` -- :data:`PRESETS` for the common model families, :func:`preset`.
+- :mod:`._router` -- :class:`Router`, the streaming engine; :func:`route_text`, its batch
+  reference; :func:`merge_chunks`.
 
 The ``route``, ``channels`` and ``tool_calls`` operators (:mod:`rxstream.operators`) run on
 these engines (SEMANTICS §8).
 """
 
+from ._presets import PRESETS, preset
+from ._router import CompiledRoute, Router, merge_chunks, route_text
 from ._segment import Segment, SegmentEvent
 from ._spec import ChannelKind, Delimiter, Region, RouteSpec, SpecialToken, ToolFormat, guess_kind, route_spec
 
 __all__ = [
+    "PRESETS",
     "ChannelKind",
+    "CompiledRoute",
     "Delimiter",
     "Region",
     "RouteSpec",
+    "Router",
     "Segment",
     "SegmentEvent",
     "SpecialToken",
     "ToolFormat",
     "guess_kind",
+    "merge_chunks",
+    "preset",
     "route_spec",
+    "route_text",
 ]

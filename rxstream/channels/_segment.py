@@ -3,20 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal, TypeAlias
+from typing import Literal, NamedTuple, TypeAlias
 
 __all__ = ["Segment", "SegmentEvent"]
 
 SegmentEvent: TypeAlias = Literal["open", "chunk", "close", "malformed"]
 
-_EMPTY: Mapping[str, str] = MappingProxyType({})
+EMPTY_CAPTURES: Mapping[str, str] = MappingProxyType({})
+
+_EVENTS = frozenset(("open", "chunk", "close", "malformed"))
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """One event of a routed stream (SEMANTICS §8).
+class _SegmentFields(NamedTuple):
+    channel: str
+    event: SegmentEvent
+    text: str = ""
+    ids: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
+    region: int = 0
+    captures: Mapping[str, str] = EMPTY_CAPTURES
+    reason: str = ""
+
+
+class Segment(_SegmentFields):
+    """One event of a routed stream (SEMANTICS §8); an immutable record (a named tuple).
 
     The texts of all segments, in order, are the routed text exactly; with aligned input their ids
     are the routed ids exactly, each in one segment.
@@ -31,21 +42,38 @@ class Segment:
         text: see ``event``.
         ids: the token ids whose text starts in this segment (aligned input), else None.
         logprobs: one per id when the input carried them, else None.
-        index: the region's number within its channel (0, 1, ... per stream); 0 for the default
-            channel's text outside any region.
+        region: the region's number within its channel (0, 1, ... per stream); for the default
+            channel, the number of its runs ended by a ``default_close`` delimiter before it.
         captures: named groups of a regular-expression delimiter (``open``/``close`` events).
         reason: why the input is malformed (``malformed`` events), else ``""``.
+
+    >>> s = Segment("reasoning", "chunk", "why")
+    >>> s.channel, s.event, s.text, s.ids
+    ('reasoning', 'chunk', 'why', None)
     """
 
-    channel: str
-    event: SegmentEvent
-    text: str = ""
-    ids: tuple[int, ...] | None = None
-    logprobs: tuple[float, ...] | None = None
-    index: int = 0
-    captures: Mapping[str, str] = field(default=_EMPTY)
-    reason: str = ""
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        if self.logprobs is not None and (self.ids is None or len(self.logprobs) != len(self.ids)):
+    def __new__(
+        cls,
+        channel: str,
+        event: SegmentEvent,
+        text: str = "",
+        ids: tuple[int, ...] | None = None,
+        logprobs: tuple[float, ...] | None = None,
+        region: int = 0,
+        captures: Mapping[str, str] = EMPTY_CAPTURES,
+        reason: str = "",
+    ) -> Segment:
+        if event not in _EVENTS:
+            raise ValueError(f"Segment: event must be open, chunk, close or malformed, got {event!r}")
+        if logprobs is not None and (ids is None or len(logprobs) != len(ids)):
             raise ValueError("Segment: logprobs need one value per id")
+        return tuple.__new__(cls, (channel, event, text, ids, logprobs, region, captures, reason))
+
+    def __repr__(self) -> str:
+        return (
+            f"Segment(channel={self.channel!r}, event={self.event!r}, text={self.text!r}, ids={self.ids!r}, "
+            f"logprobs={self.logprobs!r}, region={self.region!r}, captures={dict(self.captures)!r}, "
+            f"reason={self.reason!r})"
+        )

@@ -13,7 +13,8 @@ subscription/disposal frames, or show a readable diff. This kit can:
 Every token of a diagram is one frame: ``-`` (nothing), a letter (a value, looked up in the
 values mapping), ``[text]`` (a literal multi-character value), ``(ab|)`` (a group in one frame),
 ``|`` (complete), ``#`` (error), and in subscription diagrams ``^`` (subscribe) and ``!``
-(dispose). :func:`check_docstring_marbles` runs the marble diagrams written in a docstring.
+(dispose). A line ``...   b="more", c="values"`` continues the values of the line
+above. :func:`check_docstring_marbles` runs the marble diagrams written in a docstring.
 """
 
 from ._diagram import Event, parse, render

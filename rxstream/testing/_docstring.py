@@ -26,6 +26,8 @@ from ._marble_test import MarbleTest
 __all__ = ["DocMarble", "check_docstring_marbles", "docstring_marbles"]
 
 _LINE = re.compile(r"^\s*(source|operator|result|upstream|dispose):\s*(.*?)\s*$")
+_MORE = re.compile(r"^\s*\.\.\.\s+(.*?)\s*$")
+"""A continuation line (``...   more values``) of the field above it."""
 
 
 @dataclass(frozen=True)
@@ -41,16 +43,21 @@ class DocMarble:
     dispose: str | None = None
 
 
-def _diagram_and_values(rest: str) -> tuple[str, dict[str, Any]]:
+def _diagram_and_values(rest: str, names: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     parts = re.split(r"\s{2,}", rest, maxsplit=1)
     values: dict[str, Any] = {}
     if len(parts) == 2:
-        values = eval(f"dict({parts[1]})", {"__builtins__": {"dict": dict}})
+        values = eval(f"dict({parts[1]})", {**(names or {}), "__builtins__": {"dict": dict}})
     return parts[0], values
 
 
-def docstring_marbles(obj: Callable[..., Any] | str) -> list[DocMarble]:
-    """The marble examples in ``obj``'s docstring (or in the given text)."""
+def docstring_marbles(
+    obj: Callable[..., Any] | str, names: Mapping[str, Any] | None = None
+) -> list[DocMarble]:
+    """The marble examples in ``obj``'s docstring (or in the given text).
+
+    Values are Python literals; ``names`` adds names they may use (``Segment(...)``, say).
+    """
     doc = obj if isinstance(obj, str) else (obj.__doc__ or "")
     out: list[DocMarble] = []
     fields: dict[str, str] = {}
@@ -60,8 +67,8 @@ def docstring_marbles(obj: Callable[..., Any] | str) -> list[DocMarble]:
             missing = {"source", "operator", "result"} - set(fields)
             if missing:
                 raise ValueError(f"marble block {fields} is missing {sorted(missing)}")
-            src, src_vals = _diagram_and_values(fields["source"])
-            res, res_vals = _diagram_and_values(fields["result"])
+            src, src_vals = _diagram_and_values(fields["source"], names)
+            res, res_vals = _diagram_and_values(fields["result"], names)
             out.append(
                 DocMarble(
                     src,
@@ -75,14 +82,22 @@ def docstring_marbles(obj: Callable[..., Any] | str) -> list[DocMarble]:
             )
             fields.clear()
 
+    last = ""
     for line in doc.splitlines():
         m = _LINE.match(line)
         if m is None:
+            more = _MORE.match(line)
+            if more is not None and last:
+                sep = ", " if re.search(r"\s{2,}", fields[last]) else "  "
+                fields[last] += sep + more.group(1)
+            else:
+                last = ""
             continue
         label, rest = m.groups()
         if label == "source":
             close()
         fields[label] = rest
+        last = label
     close()
     return out
 
@@ -94,7 +109,7 @@ def check_docstring_marbles(obj: Callable[..., Any], namespace: Mapping[str, Any
     ``vars(rxstream.operators)``). Raises :class:`~rxstream.testing.MarbleMismatch` on the
     first example that does not hold, and ValueError when the docstring has none.
     """
-    examples = docstring_marbles(obj)
+    examples = docstring_marbles(obj, namespace)
     if not examples:
         raise ValueError(f"{getattr(obj, '__name__', obj)!r} has no marble diagram in its docstring")
     for ex in examples:
