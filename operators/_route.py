@@ -28,9 +28,9 @@ def resolve_spec(spec: Any, *, default: str | None = None, owner: str = "route")
         return preset(spec)
     if isinstance(spec, Mapping):
         if "fields" in spec:  # a transformers response_template
-            from rxstream.channels import load_response_template  # type: ignore[attr-defined]
+            from rxstream.channels import load_response_template
 
-            return load_response_template(spec).spec  # type: ignore[no-any-return]
+            return load_response_template(spec).spec
         return route_spec(spec, default="content" if default is None else default)
     raise TypeError(
         f"{owner}: spec must be a RouteSpec, a preset name or a mapping {{channel: (open, close)}}, "

@@ -5,22 +5,31 @@
 - :mod:`._presets` -- :data:`PRESETS` for the common model families, :func:`preset`.
 - :mod:`._router` -- :class:`Router`, the streaming engine; :func:`route_text`, its batch
   reference; :func:`merge_chunks`.
+- :mod:`._template` -- :func:`load_response_template`: a transformers ``response_template`` as
+  a :class:`ResponseTemplate` (a :class:`RouteSpec` plus per-field :class:`FieldRule`);
+  :mod:`._content` -- its content parsers and transforms; :mod:`._message` --
+  :class:`MessageBuilder` (segments -> the message dict) and :func:`parse_message`.
 
 The ``route``, ``channels`` and ``tool_calls`` operators (:mod:`rxstream.operators`) run on
 these engines (SEMANTICS §8).
 """
 
+from ._message import MessageBuilder, parse_message
 from ._presets import PRESETS, preset
 from ._router import CompiledRoute, Router, merge_chunks, route_text
 from ._segment import Segment, SegmentEvent
 from ._spec import ChannelKind, Delimiter, Region, RouteSpec, SpecialToken, ToolFormat, guess_kind, route_spec
+from ._template import FieldRule, ResponseTemplate, load_response_template
 
 __all__ = [
     "PRESETS",
     "ChannelKind",
     "CompiledRoute",
     "Delimiter",
+    "FieldRule",
+    "MessageBuilder",
     "Region",
+    "ResponseTemplate",
     "RouteSpec",
     "Router",
     "Segment",
@@ -28,7 +37,9 @@ __all__ = [
     "SpecialToken",
     "ToolFormat",
     "guess_kind",
+    "load_response_template",
     "merge_chunks",
+    "parse_message",
     "preset",
     "route_spec",
     "route_text",

@@ -7,6 +7,10 @@ start, then longest; on a tie the earlier rule: opens in region order, then defa
 then stray closes). The search runs on the stop-string engines (:mod:`rxstream.text`), so text
 goes out the moment no delimiter can still claim it, and the text held is at most the longest
 literal delimiter that could still be under way (minus one character).
+
+With ``spec.initial`` the stream starts inside that region, unless it begins with another
+region's opening delimiter or a default closing one: until that is decided (a *start gate*), the
+text is held and matched against those delimiters only.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ __all__ = ["CompiledRoute", "Router", "route_text"]
 _new = tuple.__new__
 
 _Kind = Literal["open", "default_close", "close", "stray"]
+_GATE = -2  # the key of the start gate's state
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,14 @@ class CompiledRoute:
             for i, region in enumerate(spec.regions):
                 rules = [_Rule("close", i, d) for d in region.close]
                 self._states[(aligned, i)] = _State(rules, aligned, owner)
+        self.initial = -1
+        """The index of the region open at the start (``spec.initial``), or -1."""
+        if spec.initial is not None:
+            self.initial = next(i for i, r in enumerate(spec.regions) if r.channel == spec.initial)
+            gate = [r for r in self._outside_rules() if r.kind == "default_close" or r.kind == "open"]
+            gate = [r for r in gate if r.region != self.initial]
+            for aligned in (False, True):
+                self._states[(aligned, _GATE)] = _State(gate, aligned, owner)
 
     def _outside_rules(self) -> list[_Rule]:
         spec = self.spec
@@ -146,11 +159,17 @@ class Router:
         self._finished = False
         self._chan = self.spec.default
         self._index = 0
+        self._gating = compiled.initial >= 0  # the start gate is open (see the module docstring)
+        self._gate: StopMatcher | RegexStopMatcher | None = None
+        self._gate_text = ""
         if not isinstance(prompt, str):
             raise TypeError(f"{compiled.owner}: prompt must be a str, got {type(prompt).__name__}")
         if prompt:
             self._enter_prompt_state(prompt)
         self._reset_matcher()
+        if self._gating:
+            rules = compiled.state(aligned, _GATE).rules
+            self._gate = None if rules is None else make_stop_matcher(rules, owner=compiled.owner)
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -180,9 +199,17 @@ class Router:
             at = prompt.rfind(anchor)
             if at >= 0:
                 cut = max(cut, at + len(anchor))
+        if not prompt[cut:]:
+            return  # the generation starts the message (a start gate stays open)
         probe = Router(self.compiled, aligned=False)
         probe.feed(prompt[cut:])
+        if probe._gating and probe._gate is not None:  # undecided when the prompt ends
+            probe._gate.flush()
+            probe._gate_decide(probe._gate_match(probe._gate), [])
+        elif probe._gating:
+            probe._gate_decide(None, [])
         self._region = probe._region
+        self._gating = False
 
     def _reset_matcher(self) -> None:
         self._update_channel()
@@ -197,6 +224,10 @@ class Router:
         if self._finished:
             raise ValueError(f"{self.compiled.owner}: the router has finished")
         out: list[Segment] = []
+        if self._gating:
+            if text:
+                self._gate_feed(text, out)
+            return out
         if text:
             m = self._matcher
             if m is not None and not self._tail and not self.aligned:
@@ -222,6 +253,19 @@ class Router:
         if self._finished:
             raise ValueError(f"{self.compiled.owner}: the router has finished")
         out: list[Segment] = []
+        if self._gating:
+            gate = self.compiled.state(True, _GATE).by_id
+            if piece.ids and piece.ids[0] in gate and not self._gate_text:
+                self._gating = False  # a token delimiter starts the stream: routed below
+                self._gate = None
+                self._reset_matcher()
+            elif any(t in gate or t in self._state.by_id for t in piece.ids):
+                self._gate_decide(None, out)  # a token after the start: the initial region
+            else:
+                self._queue(self._pos + len(self._gate_text), piece.ids, piece.logprobs)
+                if piece.text:
+                    self._gate_feed(piece.text, out)
+                return out
         by_id = self._state.by_id
         if by_id:
             for k, tid in enumerate(piece.ids):
@@ -240,6 +284,11 @@ class Router:
             return []
         self._finished = True
         out: list[Segment] = []
+        if self._gating:
+            gate = self._gate
+            if gate is not None:
+                gate.flush()
+            self._gate_decide(self._gate_match(gate), out)
         while self._matcher is not None:
             released = self._matcher.flush()
             stop = self._matcher.stop_string
@@ -255,6 +304,42 @@ class Router:
         self._tail = ""
         self._end_region(out)
         return out
+
+    # -- the start gate ------------------------------------------------------------------------
+    def _gate_match(self, gate: StopMatcher | RegexStopMatcher | None) -> tuple[_Rule, int] | None:
+        """The gate's delimiter and its length if one matched at the start, else None."""
+        if gate is None or not gate.stopped or gate.stop_position != 0:
+            return None
+        stop = gate.stop_string
+        assert stop is not None
+        rule = self.compiled.state(self.aligned, _GATE).lookup(stop)
+        return rule, len(stop) if isinstance(stop, str) else len(stop.text)
+
+    def _gate_feed(self, text: str, out: list[Segment]) -> None:
+        self._gate_text += text
+        gate = self._gate
+        if gate is None:
+            self._gate_decide(None, out)
+        elif gate.feed(text) or gate.stopped:  # the start is decided
+            self._gate_decide(self._gate_match(gate), out)
+
+    def _gate_decide(self, match: tuple[_Rule, int] | None, out: list[Segment]) -> None:
+        """End the start gate: a delimiter matched at the start, or (None) the initial region opens."""
+        self._gating = False
+        self._gate = None
+        text, self._gate_text = self._gate_text, ""
+        if match is None:
+            self._region = self.compiled.initial
+            self._update_channel()
+            self._emit(out, self._chan, "open", "", self._index)
+        else:
+            rule, length = match
+            self._pos += length
+            self._event(rule, text[:length], out)
+            text = text[length:]
+        self._reset_matcher()
+        if text:
+            self._route(text, out)
 
     # -- routing -------------------------------------------------------------------------------
     def _queue(self, start: int, ids: tuple[int, ...], logprobs: tuple[float, ...] | None) -> None:

@@ -114,6 +114,12 @@ class RouteSpec:
             ``"other"``); channels not named are ``"content"``.
         tool_format: how the tool-call regions are written (see :data:`ToolFormat`), or None.
         name: a name for messages (a preset's name).
+        initial: the channel of a region that is open at the start of the stream (the start
+            of the prompt after its anchor, or of the text), as if an empty opening delimiter
+            matched there -- unless the text begins with another region's opening delimiter
+            or a ``default_close`` delimiter, which then wins as usual (that region's own
+            opening delimiters are not looked for at the start). None: the stream starts
+            outside every region.
     """
 
     regions: tuple[Region, ...]
@@ -123,6 +129,7 @@ class RouteSpec:
     kinds: Mapping[str, ChannelKind] = field(default_factory=lambda: MappingProxyType({}))
     tool_format: ToolFormat | None = None
     name: str = ""
+    initial: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.default, str) or not self.default:
@@ -135,6 +142,8 @@ class RouteSpec:
                 raise ValueError(f"route: channel {channel!r}: unknown kind {kind!r}")
         if self.tool_format not in (None, "json", "json-list", "llama3", "xml", "harmony"):
             raise ValueError(f"route: unknown tool_format {self.tool_format!r}")
+        if self.initial is not None and self.initial not in (r.channel for r in self.regions):
+            raise ValueError(f"route: initial {self.initial!r} is not the channel of a region")
 
     @property
     def channels(self) -> tuple[str, ...]:
@@ -180,6 +189,7 @@ def route_spec(
     kinds: Mapping[str, ChannelKind] | None = None,
     tool_format: ToolFormat | None = None,
     name: str = "",
+    initial: str | None = None,
 ) -> RouteSpec:
     """A :class:`RouteSpec` from a plain mapping ``{channel: (open, close)}``.
 
@@ -224,4 +234,5 @@ def route_spec(
         MappingProxyType(all_kinds),
         tool_format,
         name,
+        initial,
     )

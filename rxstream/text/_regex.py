@@ -94,6 +94,7 @@ __all__ = [
     "RegexRules",
     "RegexScanner",
     "ScanResult",
+    "empty_matches",
     "find_all_leftmost_longest",
 ]
 
@@ -221,6 +222,18 @@ class RegexRules:
             suffix = "(?=[\\s\\S]\\Z)" if tail else "\\Z"
             pinned = self._pinned[(match.rule, tail)] = self.rules[match.rule].with_suffix(suffix)
         return pinned.match(match.before + match.text + match.after, len(match.before))
+
+
+def empty_matches(rule: Any) -> frozenset[tuple[bool, bool]]:
+    """Where ``rule`` (a pattern string, ``re.Pattern`` or ``regex.Pattern``) matches the empty
+    string: ``(at_start, at_end)`` pairs as in :attr:`RegexRules.empty`; raises ValueError for
+    what the engine does not support."""
+    (normal,) = normalize_rules([rule])
+    nfa = Nfa()
+    parse_rule(nfa, 0, normal.pattern, normal.flags)
+    words = any(k == ASSERT and nfa.arg[n] >= A_BOUND_U for n, k in enumerate(nfa.kind))
+    dfa = Dfa(nfa, Alphabet(normal.engine, nfa.leaves, words))
+    return frozenset((p == EDGE, x == EDGE) for p, x in dfa.empty_contexts(nfa.starts[0]))
 
 
 def _per_rule(value: bool | Sequence[bool], count: int, name: str) -> tuple[bool, ...]:
