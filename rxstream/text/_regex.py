@@ -35,8 +35,12 @@ NFA over character classes (:mod:`rxstream.text._regex_syntax`, :mod:`rxstream.t
 run through a DFA built lazily, with a bounded state cache, and an exact liveness test
 (:mod:`rxstream.text._regex_dfa`). One combined DFA serves all rules; a *run* is the DFA walk from one
 start position, and each character advances each live run one step (a dictionary lookup once the
-transition is cached). Outside any run a compiled character-class search jumps to the next
-character that can start a match, at C speed.
+transition is cached). Runs that are in the same state and have no match yet have the same
+future, so a later one only *follows* the earliest: they are stepped as one (``[^<]*<a>`` starts
+a run at every character of plain text, and costs one step per character, not one per run) and
+part only where a hold limit or a match decided elsewhere treats them differently. Outside any
+run a compiled character-class search jumps to the next character that can start a match, at C
+speed.
 
 **Why not interegular** (the MIT-licensed regex-to-FSM library outlines used): its own parser
 re-implements Python's syntax only in part (no ``\\b``, ``^``, ``$``, ASCII flag; look-arounds
@@ -270,10 +274,12 @@ class RegexScanner:
         self.steps = 0
         self._buf = ""  # the stream from _base on: one character of context, then the held text
         self._base = 0
-        self._runs: list[list[Any]] = []  # [start, state, best end, best rule, limit]
+        # [start, state, best end, best rule, limit, later starts in the same state or None]
+        self._runs: list[list[Any]] = []
         self._init: dict[str, State] = {}
         self._resets = rules.dfa.resets
         self._done = False
+        self._follow = True  # runs in one state with no match yet are stepped as one (tests turn it off)
 
     @property
     def held(self) -> str:
@@ -333,6 +339,7 @@ class RegexScanner:
         i = len(self._buf)
         n = len(text)
         steps = 0
+        follow = self._follow
         while i < n:
             if not runs:
                 m = skip(text, i)
@@ -341,9 +348,11 @@ class RegexScanner:
                 i = m.start()
             ch = text[i]
             p = tb + i
+            groups: dict[State, list[Any]] = {}
             if runs:
                 steps += len(runs)
                 keep = []
+                split: list[list[Any]] = []
                 for run in runs:
                     st = run[1]
                     if st is not DEAD:
@@ -355,7 +364,18 @@ class RegexScanner:
                             run[2] = p
                             run[3] = acc
                         if p >= run[4] and st is not DEAD:
-                            st = self._limit(run, st, p + 1)
+                            limited = self._limit(run, st, p + 1)
+                            if run[5] and limited is not st:  # the later starts go on unlimited
+                                follower = _follower(run, run[5], st, first_limit)
+                                run[5] = None
+                                if st.final:
+                                    if st.done >= 0:
+                                        follower[2] = p + 1
+                                        follower[3] = st.done
+                                    follower[1] = DEAD
+                                if follower[1] is not DEAD or follower[2] >= 0:
+                                    split.append(follower)
+                            st = limited
                         if st.final:  # nothing more can come of this run
                             if st.done >= 0:
                                 run[2] = p + 1
@@ -364,7 +384,15 @@ class RegexScanner:
                                 continue
                             st = DEAD
                         run[1] = st
+                        if follow and run[2] < 0 and st is not DEAD:
+                            head = groups.get(st)
+                            if head is not None:  # the same future as an earlier run: follow it
+                                head[5] = sorted([*(head[5] or ()), run[0], *(run[5] or ())])
+                                continue
+                            groups[st] = run
                     keep.append(run)
+                if split:
+                    keep = sorted(keep + split, key=_start)
                 runs = keep
             prev = text[i - 1] if i else ""
             init = init_after.get(prev)
@@ -377,9 +405,15 @@ class RegexScanner:
             st = got[0]
             if st is not DEAD:  # a run starts here (it is at most 1 <= max_hold long)
                 if not st.final:
-                    runs.append([p, st, -1, -1, p + first_limit])
+                    head = groups.get(st)
+                    if head is None:
+                        runs.append([p, st, -1, -1, p + first_limit, None])
+                    elif head[5] is None:
+                        head[5] = [p]
+                    else:
+                        head[5].append(p)
                 elif st.done >= 0:
-                    runs.append([p, DEAD, p + 1, st.done, p + first_limit])
+                    runs.append([p, DEAD, p + 1, st.done, p + first_limit, None])
             i += 1
             if runs and runs[0][1] is DEAD:
                 runs = self._decide(runs, text, found)
@@ -423,13 +457,32 @@ class RegexScanner:
     def _decide(self, runs: list[list[Any]], text: str, found: list[RegexMatch]) -> list[list[Any]]:
         """Report the matches of the dead runs at the front; drop the runs they cover."""
         tb = self._base
+        first_limit = self.rules.limits[0][0]
         while runs and runs[0][1] is DEAD:
-            start, _, end, rule, _ = runs[0]
-            if end < 0:
+            start, _, end, rule, _, _ = runs[0]
+            if end < 0:  # no match (nor for the starts that follow it: the same future)
                 runs = runs[1:]
                 continue
             before = text[start - tb - 1] if start > 0 else ""
             after = text[end - tb] if end - tb < len(text) else ""
             found.append(RegexMatch(rule, start, end, text[start - tb : end - tb], before, after))
-            runs = [r for r in runs if r[0] >= end]
+            kept = [r for r in runs if r[0] >= end]
+            # a covered run's later starts past the match go on, with its state and its match
+            followers = [
+                _follower(r, later, r[1], first_limit)
+                for r in runs[1:]
+                if r[0] < end and r[5]
+                for later in [[m for m in r[5] if m >= end]]
+                if later
+            ]
+            runs = sorted(kept + followers, key=_start) if followers else kept
         return runs
+
+
+def _start(run: list[Any]) -> int:
+    return int(run[0])
+
+
+def _follower(run: list[Any], starts: list[int], state: State, first_limit: int) -> list[Any]:
+    """A run for ``starts`` (ascending), which followed ``run`` in ``state``: the first of them leads."""
+    return [starts[0], state, run[2], run[3], starts[0] + first_limit, starts[1:] or None]

@@ -608,3 +608,111 @@ def test_modes_reach_the_stop_matcher_and_the_replacer() -> None:
         rx(r"\A", allow_empty=True)
     with pytest.raises(ValueError, match="shortest must be a bool"):
         rx("a", shortest="yes")  # type: ignore[arg-type]
+
+
+# -- runs that share a future ----------------------------------------------------------------------
+
+SPREADING = st.sampled_from(
+    [
+        r"[^<]*<a>",
+        r"(?:<m>)?[^<]*<t>",
+        r".*b",
+        r"\w+c",
+        r"a*ab",
+        r"[ab]*?b",
+        r"(?:x|[^<])+<",
+        r"\s*<a>",
+        r"x|xxxxb",
+        r"[^<x]*<a>",
+    ]
+)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(
+    st.lists(st.tuples(SPREADING | patterns, st.booleans(), st.integers(1, 9)), min_size=1, max_size=3),
+    st.lists(
+        st.sampled_from(["x", "xxx", "a", "b", "c", " ", "<", "<a>", "<t>", "<m>", "_"]), max_size=16
+    ).map("".join),
+    st.lists(st.integers(0, 40), max_size=6),
+)
+def test_runs_started_everywhere_match_the_reference(
+    rules_modes: list[tuple[str, bool, int]], text: str, cuts: list[int]
+) -> None:
+    """Patterns a run can start at (almost) every character of: runs in one state share a future
+    and are stepped once (the later ones follow the earliest), whatever the holds and modes."""
+    sources = [s for s, _, _ in rules_modes]
+    modes = [m for _, m, _ in rules_modes]
+    holds = [h for _, _, h in rules_modes]
+    rules = make_mode_rules(sources, re.M, shortest=modes, max_hold=holds, allow_empty=True)
+    assume(rules is not None)
+    assert rules is not None
+    expected = find_all_leftmost_longest(rules.sources, text, shortest=modes, max_hold=holds)
+    found, released = stream(rules, text, cuts)
+    assert found == expected
+    one_by_one = stream(rules, text, range(len(text)))[1]
+    bounds = [*sorted(set(c for c in cuts if 0 < c < len(text))), len(text)]
+    assert released == [one_by_one[b - 1] for b in bounds] if text else True
+
+
+def _per_char(rules: RegexRules, text: str, follow: bool) -> tuple[list[Triple], list[int]]:
+    scanner = RegexScanner(rules)
+    scanner._follow = follow
+    found: list[Triple] = []
+    released = []
+    for ch in text:
+        result = scanner.feed(ch)
+        found += [(m.start, m.end, m.rule) for m in result.matches]
+        released.append(result.released)
+    found += [(m.start, m.end, m.rule) for m in scanner.flush().matches]
+    return found, released
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(
+    st.lists(st.tuples(SPREADING | patterns, st.booleans(), st.integers(1, 12)), min_size=1, max_size=3),
+    st.lists(st.sampled_from(["x", "xxx", "a", "b", "<", "<a>", "<t>", "<m>", "\n"]), max_size=30).map(
+        "".join
+    ),
+)
+def test_following_runs_change_nothing_but_the_cost(
+    rules_modes: list[tuple[str, bool, int]], text: str
+) -> None:
+    """Stepping runs of one state as one gives the same matches, released after every character,
+    as stepping each run on its own (the engine's plain definition)."""
+    sources = [s for s, _, _ in rules_modes]
+    rules = make_mode_rules(
+        sources,
+        re.M,
+        shortest=[m for _, m, _ in rules_modes],
+        max_hold=[h for _, _, h in rules_modes],
+        allow_empty=True,
+    )
+    assume(rules is not None)
+    assert rules is not None
+    assert _per_char(rules, text, True) == _per_char(rules, text, False)
+
+
+def test_runs_in_one_state_cost_one_step() -> None:
+    """``[^<]*<a>`` can start at every character: the runs all share one state and are stepped
+    as one, so plain text costs a few steps per character, not one per live run."""
+    rules = RegexRules([r"(?:<m>)?[^<]*<t>", "<e>"], max_hold=4096)
+    scanner = RegexScanner(rules)
+    text = "x" * 50_000
+    for i in range(0, len(text), 7):
+        scanner.feed(text[i : i + 7])
+    assert scanner.steps <= 3 * len(text)
+    assert len(scanner.held) == 4096  # held for the earliest start the hold allows, no more
+    found = scanner.feed("<t>").matches
+    assert [(m.start, m.end) for m in found] == [(len(text) - 4093, len(text) + 3)]
+
+
+def test_runs_following_a_covered_run_go_on_past_the_match() -> None:
+    """The runs at 1..4 follow one another (one state); the match [0, 2) is decided at 4 and covers
+    the run at 1 only: the one at 2 is the earliest left, and it matches."""
+    rules = RegexRules(["qz|qzzzw", "[^<q]*<a>"])
+    text = "qzzzv<a>"
+    expected = [(0, 2, 0), (2, 8, 1)]
+    assert find_all_leftmost_longest(rules.sources, text) == expected
+    assert _per_char(rules, text, True) == _per_char(rules, text, False)
+    assert _per_char(rules, text, True)[0] == expected
