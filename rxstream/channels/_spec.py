@@ -196,6 +196,8 @@ def route_spec(
     ``open`` and ``close`` are delimiters (a str, an ``rx(...)`` rule or ``re.Pattern``, a
     :class:`SpecialToken`) or lists of them; ``close`` may be None (the region runs to the end).
     A channel may also map to a list of such pairs (several kinds of region, one channel).
+    ``initial``: a channel whose region is open at the start of the stream (see
+    :attr:`RouteSpec.initial`).
 
     >>> spec = route_spec(
     ...     {"reasoning": ("<think>", "</think>"), "tool_call": ("<tool_call>", "</tool_call>"),}
