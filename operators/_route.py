@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reactivex import Observable, abc
+from reactivex.disposable import Disposable
 
 from rxstream._finish import Finish, FinishCallback, FinishReason
 from rxstream._piece import Piece
@@ -39,7 +40,7 @@ def resolve_spec(spec: Any, *, default: str | None = None, owner: str = "route")
 
 
 class _RouteSink(OperatorSink[Any, Segment]):
-    __slots__ = ("compiled", "prompt", "router")
+    __slots__ = ("compiled", "kind", "prompt", "router")
 
     def __init__(
         self,
@@ -52,30 +53,50 @@ class _RouteSink(OperatorSink[Any, Segment]):
         self.compiled = compiled
         self.prompt = prompt
         self.router: Router | None = None
+        self.kind: type = str
 
-    def on_next(self, value: Any) -> None:
+    def run(self, source: Observable[Any], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
+        self.subscribe_to(source, self._next, scheduler)
+        return Disposable(self.dispose)
+
+    def _next(self, value: Any) -> None:
+        """``_guarded_next`` and ``on_next`` in one call (the per-item path)."""
+        if self.done:
+            return
+        try:
+            router = self.router
+            if router is None or type(value) is not self.kind:
+                router = self._start(value)
+            segments = router.feed(value) if self.kind is str else router.feed_piece(value)
+            on_next = self.observer.on_next
+            for segment in segments:
+                if self.done:
+                    return
+                on_next(segment)
+        except Exception as exc:
+            if self.done:
+                raise
+            self.fail(exc)
+
+    def on_next(self, value: Any) -> None:  # pragma: no cover - run() subscribes _next
+        self._next(value)
+
+    def _start(self, value: Any) -> Router:
+        """The first item decides the input kind; a later item of another kind is an error."""
         router = self.router
         if router is None:
             if not isinstance(value, str | Piece):
                 raise TypeError(
                     f"route: items must be str or Piece, got {type(value).__name__}: {describe(value)}"
                 )
-            router = self.router = Router(self.compiled, prompt=self.prompt, aligned=isinstance(value, Piece))
-        if router.aligned:
-            if not isinstance(value, Piece):
-                raise TypeError(
-                    f"route: a stream of Piece items got {type(value).__name__}: {describe(value)}"
-                )
-            segments = router.feed_piece(value)
-        else:
-            if not isinstance(value, str):
-                raise TypeError(f"route: a stream of str items got {type(value).__name__}: {describe(value)}")
-            segments = router.feed(value)
-        on_next = self.observer.on_next
-        for segment in segments:
-            if self.done:
-                return
-            on_next(segment)
+            self.kind = str if isinstance(value, str) else Piece
+            router = self.router = Router(self.compiled, prompt=self.prompt, aligned=self.kind is Piece)
+            if isinstance(value, self.kind):
+                return router
+        if not isinstance(value, self.kind):
+            kind = "str" if self.kind is str else "Piece"
+            raise TypeError(f"route: a stream of {kind} items got {type(value).__name__}: {describe(value)}")
+        return router  # a subclass of str or Piece
 
     def on_completed(self) -> None:
         if self.router is not None:
