@@ -185,7 +185,7 @@ class Router:
     @property
     def held(self) -> str:
         """Text received and not yet routed (a delimiter may still start in it)."""
-        return self._tail
+        return self._gate_text if self._gating else self._tail
 
     def take_held(self) -> tuple[int, ...]:
         """Remove and return the ids not yet in a segment (their text is held)."""

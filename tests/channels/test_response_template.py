@@ -456,7 +456,7 @@ def test_initial_region_matches_transformers(text: str) -> None:
 def test_initial_region_segments_and_held_text() -> None:
     spec = route_spec({"reasoning": ("<think>", "</think>"), "answer": ("<a>", "</a>")}, initial="reasoning")
     router = Router(spec)
-    assert router.feed("<") == []  # "<a>" may start here
+    assert router.feed("<") == [] and router.held == "<"  # "<a>" may start here
     segs = router.feed("b")  # not "<a>": the initial region is open and holds "<b"
     assert segs == [Segment("reasoning", "open", ""), Segment("reasoning", "chunk", "<b")]
     assert route_text("<a>x</a>y", spec) == [
