@@ -19,6 +19,9 @@ Token-id operators (``Observable[int | Sequence[int]]``):
 Token ids to shown text in one operator: :func:`text_pipeline` -- ``detokenize -> stop -> replace``
 with one :class:`~rxstream.Finish` report.
 
+Routed streams (:class:`~rxstream.channels.Segment` items): :func:`tool_calls` -- tool-call
+regions to tool-call events, checked against the tools' schemas as they stream.
+
 Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
 
 Writing an operator: every operator here is a function that returns ``operator(name, make_sink)``
@@ -48,6 +51,7 @@ from ._serialize import serialize
 from ._snapshots import snapshots
 from ._stop import stop
 from ._stop_on_tokens import stop_on_tokens
+from ._tool_calls import tool_calls
 
 __all__ = [
     "deltas",
@@ -61,4 +65,5 @@ __all__ = [
     "stop",
     "stop_on_tokens",
     "text_pipeline",
+    "tool_calls",
 ]

@@ -2,6 +2,8 @@
 
 - :mod:`._segment` -- :class:`Segment`, one event of a routed stream.
 - :mod:`._spec` -- :class:`RouteSpec`, :class:`Region`, :class:`SpecialToken`, :func:`route_spec`.
+- :mod:`._tool_parser` -- :class:`ToolCallParser` and its events (:class:`ToolCallStart`, ...),
+  on :mod:`._json_stream` (incremental JSON) and :mod:`._json_schema` (incremental schema checks).
 
 The ``route``, ``channels`` and ``tool_calls`` operators (:mod:`rxstream.operators`) run on
 these engines (SEMANTICS §8).
@@ -9,6 +11,18 @@ these engines (SEMANTICS §8).
 
 from ._segment import Segment, SegmentEvent
 from ._spec import ChannelKind, Delimiter, Region, RouteSpec, SpecialToken, ToolFormat, guess_kind, route_spec
+from ._tool_parser import (
+    Tool,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallError,
+    ToolCallEvent,
+    ToolCallInvalid,
+    ToolCallParser,
+    ToolCallStart,
+    ToolCallValue,
+    compile_tools,
+)
 
 __all__ = [
     "ChannelKind",
@@ -18,7 +32,17 @@ __all__ = [
     "Segment",
     "SegmentEvent",
     "SpecialToken",
+    "Tool",
+    "ToolCallDelta",
+    "ToolCallEnd",
+    "ToolCallError",
+    "ToolCallEvent",
+    "ToolCallInvalid",
+    "ToolCallParser",
+    "ToolCallStart",
+    "ToolCallValue",
     "ToolFormat",
+    "compile_tools",
     "guess_kind",
     "route_spec",
 ]

@@ -9,7 +9,9 @@ arguments)::
     upstream: ^------!
 
 ``upstream`` (optional) is the source's subscription diagram; ``dispose`` (optional) is a
-diagram whose ``!`` marks the frame at which the subscriber disposes.
+diagram whose ``!`` marks the frame at which the subscriber disposes. Values may go on in the
+lines below a ``source``/``result`` line, indented at least as far as its diagram; they are
+evaluated in the namespace given to :func:`check_docstring_marbles` (so they may build objects).
 """
 
 from __future__ import annotations
@@ -41,27 +43,33 @@ class DocMarble:
     dispose: str | None = None
 
 
-def _diagram_and_values(rest: str) -> tuple[str, dict[str, Any]]:
+def _diagram_and_values(rest: str, namespace: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     parts = re.split(r"\s{2,}", rest, maxsplit=1)
     values: dict[str, Any] = {}
     if len(parts) == 2:
-        values = eval(f"dict({parts[1]})", {"__builtins__": {"dict": dict}})
+        values = eval(f"dict({parts[1]})", {**namespace, "__builtins__": {"dict": dict}})
     return parts[0], values
 
 
-def docstring_marbles(obj: Callable[..., Any] | str) -> list[DocMarble]:
-    """The marble examples in ``obj``'s docstring (or in the given text)."""
+def docstring_marbles(
+    obj: Callable[..., Any] | str, namespace: Mapping[str, Any] | None = None
+) -> list[DocMarble]:
+    """The marble examples in ``obj``'s docstring (or in the given text); values are evaluated
+    in ``namespace`` (plain literals without one)."""
     doc = obj if isinstance(obj, str) else (obj.__doc__ or "")
+    names: Mapping[str, Any] = namespace or {}
     out: list[DocMarble] = []
     fields: dict[str, str] = {}
+    label = ""
+    column = 0
 
     def close() -> None:
         if fields:
             missing = {"source", "operator", "result"} - set(fields)
             if missing:
                 raise ValueError(f"marble block {fields} is missing {sorted(missing)}")
-            src, src_vals = _diagram_and_values(fields["source"])
-            res, res_vals = _diagram_and_values(fields["result"])
+            src, src_vals = _diagram_and_values(fields["source"], names)
+            res, res_vals = _diagram_and_values(fields["result"], names)
             out.append(
                 DocMarble(
                     src,
@@ -78,8 +86,15 @@ def docstring_marbles(obj: Callable[..., Any] | str) -> list[DocMarble]:
     for line in doc.splitlines():
         m = _LINE.match(line)
         if m is None:
+            indent = len(line) - len(line.lstrip())
+            if label in ("source", "result") and line.strip() and indent >= column:
+                more = line.strip()
+                fields[label] += (" " if re.search(r"\S\s{2,}\S", fields[label]) else "  ") + more
+            else:
+                label = ""
             continue
         label, rest = m.groups()
+        column = m.start(2)
         if label == "source":
             close()
         fields[label] = rest
@@ -94,7 +109,7 @@ def check_docstring_marbles(obj: Callable[..., Any], namespace: Mapping[str, Any
     ``vars(rxstream.operators)``). Raises :class:`~rxstream.testing.MarbleMismatch` on the
     first example that does not hold, and ValueError when the docstring has none.
     """
-    examples = docstring_marbles(obj)
+    examples = docstring_marbles(obj, namespace)
     if not examples:
         raise ValueError(f"{getattr(obj, '__name__', obj)!r} has no marble diagram in its docstring")
     for ex in examples:

@@ -6,6 +6,7 @@ import pytest
 from reactivex import operators as ops
 
 import rxstream
+import rxstream.channels
 import rxstream.operators as O
 from rxstream import Finish, FinishReason, FinishRecorder
 from rxstream.operators import (
@@ -26,6 +27,9 @@ def test_docstring_marble_diagrams_hold(name: str) -> None:
     """Every public operator documents its timing with a diagram, and the diagram is true."""
     namespace = dict(vars(O))
     namespace["rx"] = rxstream.rx  # regular-expression rules, as a user imports them
+    namespace.update(
+        {n: getattr(rxstream.channels, n) for n in rxstream.channels.__all__}
+    )  # segments, events
     if name in ("detokenize", "text_pipeline"):
         from rxstream.testing.tokenizers import byte_tokenizer
 
