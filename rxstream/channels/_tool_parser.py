@@ -934,7 +934,8 @@ class _XmlRegion(_Region):
         if len(closed) < len(self.alts) or not closed:
             self.units += utf16(piece)
             return
-        cands = tuple(k for a in closed for k in a.key_units)
+        given = {utf16(k) for k in self.keys}  # a parameter may come once
+        cands = tuple(k for a in closed for k in a.key_units if k not in given)
         old = self.units
         self.units, bad = prefix_failure(old, piece, None, start, cands)
         if bad is not None:

@@ -343,9 +343,9 @@ def _close(frame: _Frame, choice: Any) -> list[str]:
         return ["]"]
     b = choice if isinstance(choice, dict) else {}
     props = b.get("properties", {})
-    member_value = (
-        [v for sub in _sub([choice], frame.key, None) for v in _minimal(sub)] if frame.key is not None else ["0"]
-    )
+    member_value = ["0"]
+    if frame.key is not None:
+        member_value = [v for sub in _sub([choice], frame.key, None) for v in _minimal(sub)]
     heads: list[str] = []
     if frame.phase == "colon":
         heads = [": " + v for v in member_value]
@@ -401,8 +401,10 @@ def viable(prefix: str, schema: Any = True) -> bool:
                 firsts = _string_ends(text, _targets(here or [], "keys"))
             else:
                 f = stack[-1] if stack else None
-                schemas = [schema] if f is None else (
-                    _sub(f.schemas, f.key, None) if f.is_obj else _sub(f.schemas, None, f.count - 1)
+                schemas = (
+                    [schema]
+                    if f is None
+                    else (_sub(f.schemas, f.key, None) if f.is_obj else _sub(f.schemas, None, f.count - 1))
                 )
                 firsts = _string_ends(text, _targets(schemas, "enum"))
         elif kind == "num":
