@@ -137,6 +137,19 @@ class SchemaNode:
     alternatives: tuple[SchemaNode, ...] | None = None
     key_units: tuple[bytes, ...] = ()
 
+    @property
+    def free(self) -> bool:
+        """Whether nothing constrains what is inside a container of this schema."""
+        return (
+            self.alternatives is None
+            and not self.properties
+            and not self.closed
+            and self.additional is None
+            and not self.required
+            and self.items is None
+            and not self.prefix_items
+        )
+
     def expand(self) -> list[SchemaNode]:
         """The plain schemas this one stands for (its ``anyOf`` branches, flattened)."""
         if self.alternatives is None:
@@ -421,7 +434,18 @@ class SchemaChecker:
     None until then; nothing after it).
     """
 
-    __slots__ = ("_cur", "_frames", "_in_key", "_nraw", "_parted", "_root", "_units", "violation")
+    __slots__ = (
+        "_cur",
+        "_frames",
+        "_in_key",
+        "_nexp",
+        "_nraw",
+        "_parted",
+        "_root",
+        "_skip",
+        "_units",
+        "violation",
+    )
 
     def __init__(self, schema: SchemaNode) -> None:
         self._root: list[_Alt] = [(schema, 0)]
@@ -431,6 +455,8 @@ class SchemaChecker:
         self._units = b""
         self._parted = False
         self._nraw: list[str] = []
+        self._skip = 0  # containers open inside one whose contents nothing constrains
+        self._nexp = False
         self.violation: tuple[int, str] | None = None
 
     # -- helpers ------------------------------------------------------------------------------
@@ -500,6 +526,8 @@ class SchemaChecker:
         """Extend the string in progress by ``piece`` (and an escape ``pending`` after it); keep
         the alternatives some allowed string of which it still starts; None (and the violation)
         when none is left."""
+        if all(units_of(alt[0]) is None for alt in alts):
+            return alts  # any string will do (and will, as it grows: the alternatives only shrink)
         old = self._units
         prefix = old + utf16(piece)
         self._units = prefix
@@ -533,6 +561,14 @@ class SchemaChecker:
         if self.violation is not None:
             return None
         kind = event[0]
+        if self._skip:
+            if kind == OBJ_START or kind == ARR_START:
+                self._skip += 1
+            elif kind == OBJ_END or kind == ARR_END:
+                self._skip -= 1
+                if not self._skip:
+                    self._restrict_parent(self._frames.pop().alts)
+            return None
         if kind == KEY_START:
             frame = self._frames[-1]
             alive = [a for a in frame.alts if not a[0].closed or a[0].properties]
@@ -589,6 +625,7 @@ class SchemaChecker:
             self._units = b""
             self._parted = False
             self._nraw = []
+            self._nexp = False
             return None
         if kind == STRING:
             value = event[3]
@@ -604,7 +641,8 @@ class SchemaChecker:
             return None
         if kind == NUM_PART:
             self._nraw.append(event[3])
-            if any(a[0].integer for a in self._cur):
+            if any(a[0].integer for a in self._cur) and ("e" in event[3] or "E" in event[3] or self._nexp):
+                self._nexp = True  # only an exponent can rule out a whole number
                 raw = "".join(self._nraw)
                 dead = integral_dead_at(raw)
                 if dead is not None:
@@ -647,6 +685,8 @@ class SchemaChecker:
             if ok is None:
                 return self.violation
             self._frames.append(_Frame(kind == OBJ_START, ok))
+            if all(a[0].free for a in ok):
+                self._skip = 1  # nothing inside can be wrong: follow the brackets only
             return None
         if kind == OBJ_END:
             frame = self._frames[-1]

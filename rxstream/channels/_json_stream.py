@@ -276,6 +276,15 @@ class JsonStream:
         detail = self._detail
         if state >= _STRING:
             if state == _STRING:
+                if self._esc == 0 and _PLAIN.match(s).end() == n:  # type: ignore[union-attr]
+                    # the whole chunk is plain string text (the common case in small chunks)
+                    self._sraw.append(s)
+                    if detail:
+                        start = self._pstart
+                        self._pstart = start + n
+                        self._parted = True
+                        add((STR_PART, start, start + n, s, None, ""))
+                    return out
                 i = self._scan_string(s, 0, n, base, add)
                 if i < 0:
                     return out

@@ -932,8 +932,7 @@ class _XmlRegion(_Region):
             return
         closed = [a for a in self.alts if a.closed]
         if len(closed) < len(self.alts) or not closed:
-            self.units += utf16(piece)
-            return
+            return  # any name will do
         given = {utf16(k) for k in self.keys}  # a parameter may come once
         cands = tuple(k for a in closed for k in a.key_units if k not in given)
         old = self.units
