@@ -162,12 +162,12 @@ def main() -> None:
     for kind in ("code edit", "structured", "mixed"):
         texts = corpus(kind, size)
         chars = sum(map(len, texts))
-        loads = chars / best(lambda texts=texts: [json.loads(t) for t in texts], repeats)  # type: ignore[misc]
+        loads = chars / best(lambda texts=texts: [json.loads(t) for t in texts], repeats)
         for chunk in (None, 256, 64, 16, 4):
             for detail in (False, True):
                 rate = chars / best(feed_all(texts, chunk, detail), repeats)
                 row = (
-                    f"{kind:<11} {'whole' if chunk is None else f'{chunk} chars':<10} {str(detail):<6} "
+                    f"{kind:<11} {'whole' if chunk is None else f'{chunk} chars':<10} {detail!s:<6} "
                     f"{rate / 1e6:>9.2f} {loads / 1e6:>14.1f} {rate / loads:>6.3f}"
                 )
                 print(row)
