@@ -72,32 +72,31 @@ def tool_calls(
     frame)::
 
         source:   -a-b-c-d-e-|
-                  a=Segment("content", "chunk", "Hi"),
-                  b=Segment("tool_call", "open", "<tool_call>"),
-                  c=Segment("tool_call", "chunk", '{"name": "f", "arguments": {"n": 5'),
-                  d=Segment("tool_call", "chunk", "}}"),
-                  e=Segment("tool_call", "close", "</tool_call>")
+        ...       a=Segment("content", "chunk", "Hi")
+        ...       b=Segment("tool_call", "open", "<tool_call>")
+        ...       c=Segment("tool_call", "chunk", '{"name": "f", "arguments": {"n": 5')
+        ...       d=Segment("tool_call", "chunk", "}}")
+        ...       e=Segment("tool_call", "close", "</tool_call>")
         operator: tool_calls(id_factory=lambda index: f"call_{index}")
         result:   -a---(bc)-(fgh)---|
-                  a=Segment("content", "chunk", "Hi"),
-                  b=ToolCallStart(0, "call_0", "f"),
-                  c=ToolCallDelta(0, '{"n": 5'),
-                  f=ToolCallValue(0, ("n",), 5),
-                  g=ToolCallDelta(0, "}"),
-                  h=ToolCallEnd(0, "call_0", "f", {"n": 5}, '{"n": 5}')
+        ...       a=Segment("content", "chunk", "Hi")
+        ...       b=ToolCallStart(0, "call_0", "f")
+        ...       c=ToolCallDelta(0, '{"n": 5')
+        ...       f=ToolCallValue(0, ("n",), 5)
+        ...       g=ToolCallDelta(0, "}")
+        ...       h=ToolCallEnd(0, "call_0", "f", {"n": 5}, '{"n": 5}')
 
     With ``on_invalid="cancel"`` an unknown tool ends the stream at the character that rules it
-    out (the ``d`` of ``get_date``), and the upstream is disposed there::
+    out (the ``p`` of ``nope``), and the upstream is disposed there::
 
         source:   -a-b-c-d-|
-                  a=Segment("tool_call", "open", "<tool_call>"),
-                  b=Segment("tool_call", "chunk", '{"name": "get_'),
-                  c=Segment("tool_call", "chunk", 'date", "arguments": {}}'),
-                  d=Segment("tool_call", "close", "</tool_call>")
-        operator: tool_calls([{"function": {"name": "get_time"}}], on_invalid="cancel")
+        ...       a=Segment("tool_call", "open", "<tool_call>")
+        ...       b=Segment("tool_call", "chunk", '{"name": "no')
+        ...       c=Segment("tool_call", "chunk", 'pe"}')
+        ...       d=Segment("tool_call", "close", "</tool_call>")
+        operator: tool_calls([{"function": {"name": "now"}}], on_invalid="cancel")
         result:   -----(i|)
-                  i=ToolCallInvalid(0, "unknown tool 'get_d...' (known: 'get_time')", 14,
-                                    '<tool_call>{"name": "get_date", "arguments": {}}')
+        ...       i=ToolCallInvalid(0, "unknown tool 'nop...' (known: 'now')", 12, '<tool_call>{"name": "nope"}')
         upstream: ^----!
     """
     if format not in _FORMATS:
