@@ -96,7 +96,7 @@ def tool_calls(
         ...       d=Segment("tool_call", "close", "</tool_call>")
         operator: tool_calls([{"function": {"name": "now"}}], on_invalid="cancel")
         result:   -----(i|)
-        ...       i=ToolCallInvalid(0, "unknown tool 'nop...' (known: 'now')", 12, '<tool_call>{"name": "nope"}')
+        ... i=ToolCallInvalid(0, "unknown tool 'nop...' (known: 'now')", 12, '<tool_call>{"name": "nope"}')
         upstream: ^----!
     """
     if format not in _FORMATS:
