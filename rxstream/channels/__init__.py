@@ -9,6 +9,8 @@
   a :class:`ResponseTemplate` (a :class:`RouteSpec` plus per-field :class:`FieldRule`);
   :mod:`._content` -- its content parsers and transforms; :mod:`._message` --
   :class:`MessageBuilder` (segments -> the message dict) and :func:`parse_message`.
+- :mod:`._tool_parser` -- :class:`ToolCallParser` and its events (:class:`ToolCallStart`, ...),
+  on :mod:`._json_stream` (incremental JSON) and :mod:`._json_schema` (incremental schema checks).
 
 The ``route``, ``channels`` and ``tool_calls`` operators (:mod:`rxstream.operators`) run on
 these engines (SEMANTICS §8).
@@ -20,6 +22,18 @@ from ._router import CompiledRoute, Router, merge_chunks, route_text
 from ._segment import Segment, SegmentEvent
 from ._spec import ChannelKind, Delimiter, Region, RouteSpec, SpecialToken, ToolFormat, guess_kind, route_spec
 from ._template import FieldRule, ResponseTemplate, load_response_template
+from ._tool_parser import (
+    Tool,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallError,
+    ToolCallEvent,
+    ToolCallInvalid,
+    ToolCallParser,
+    ToolCallStart,
+    ToolCallValue,
+    compile_tools,
+)
 
 __all__ = [
     "PRESETS",
@@ -35,7 +49,17 @@ __all__ = [
     "Segment",
     "SegmentEvent",
     "SpecialToken",
+    "Tool",
+    "ToolCallDelta",
+    "ToolCallEnd",
+    "ToolCallError",
+    "ToolCallEvent",
+    "ToolCallInvalid",
+    "ToolCallParser",
+    "ToolCallStart",
+    "ToolCallValue",
     "ToolFormat",
+    "compile_tools",
     "guess_kind",
     "load_response_template",
     "merge_chunks",

@@ -32,6 +32,10 @@ def test_docstring_marble_diagrams_hold(name: str) -> None:
         from rxstream.testing.tokenizers import byte_tokenizer
 
         namespace["tokenizer"] = byte_tokenizer()
+    if name == "tool_calls":  # its diagrams show tool-call events
+        import rxstream.channels as channels
+
+        namespace.update({n: getattr(channels, n) for n in channels.__all__})
     assert check_docstring_marbles(getattr(O, name), namespace) >= 1
 
 
