@@ -74,8 +74,6 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from reactivex import Observable
 from reactivex.subject import Subject
 
-from rxstream._piece import Piece
-
 from ._chunkings import Chunker, Chunking, Data, chunkings, default_chunkers
 
 if TYPE_CHECKING:
@@ -106,9 +104,13 @@ Reference = Callable[[Any], Any]
 Normalize = Callable[[list[Any]], Any]
 
 _ALL_TRUNCATIONS = 24
-"""Chunkings with at most this many cut points are finished early at every one of them; longer
-ones (drawn by ``hypothesis``) at a drawn subset of :data:`_DRAWN_TRUNCATIONS`."""
+"""Drawn chunkings with at most this many cut points are finished early at every one of them;
+longer ones at a drawn subset of at most :data:`_DRAWN_TRUNCATIONS` of them."""
 _DRAWN_TRUNCATIONS = 8
+_MAX_TRUNCATIONS = 256
+"""Fixed chunkings (one chunk per character...) are finished early at every cut up to this many
+(each is a run of the parser: the cost grows as the square of the cuts); beyond, at the cuts that
+end inside a delimiter or a UTF-8 character, and an even spread of the others."""
 _RUN_CACHE = 4096
 
 
@@ -125,82 +127,81 @@ class _View:
 class MergeText:
     """The default ``normalize``: joins adjacent text events of the same kind and drops empty ones.
 
-    Text events are ``str`` and ``bytes`` (of one kind each); a mapping whose ``text_key`` holds a
-    ``str``/``bytes`` (its kind: every other item, so ``{"type": "chunk", "field": "thinking",
-    "text": ...}`` merges with the next chunk of the same field); a dataclass with a ``text_key``
-    field (its kind: the type and every other field); a ``(kind, text)`` pair; and an
-    :class:`rxstream.Piece` (text, ids and log-probabilities are joined). Every other event is
-    kept as it is and separates the text around it.
+    Text events are ``str`` and ``bytes`` (one kind each); a ``(kind, text)`` pair; and a record
+    -- a mapping, a dataclass (:class:`rxstream.Piece`) or a named tuple
+    (:class:`rxstream.channels.Segment`) -- whose ``text_key`` holds a ``str``/``bytes``: its
+    kind is its type and every other item, except the ``join`` ones (token ``ids`` and
+    ``logprobs``), which are joined with the text. So ``{"type": "chunk", "field": "thinking",
+    "text": ...}`` merges with the next chunk of the same field. Every other event is kept as it
+    is and separates the text around it.
 
     >>> merge_text()(["a", "b", ("think", "c"), ("think", "d"), "", {"type": "close"}, "e"])
     ['ab', ('think', 'cd'), {'type': 'close'}, 'e']
     """
 
-    def __init__(self, text_key: str = "text", *, drop_empty: bool = True) -> None:
+    def __init__(
+        self, text_key: str = "text", *, join: Iterable[str] = ("ids", "logprobs"), drop_empty: bool = True
+    ) -> None:
         self.text_key = text_key
+        self.join = tuple(join)
         self.drop_empty = drop_empty
 
     def __repr__(self) -> str:
-        return f"merge_text(text_key={self.text_key!r}, drop_empty={self.drop_empty})"
+        return f"merge_text({self.text_key!r}, join={self.join!r}, drop_empty={self.drop_empty})"
 
     def view(self, event: Any) -> _View | None:
         """The text view of ``event``, or None when it is not a text event."""
-        key = self.text_key
         if isinstance(event, str):
             return _View(str, (event,), lambda p: p[0])
         if isinstance(event, bytes):
             return _View(bytes, (event,), lambda p: p[0])
-        if isinstance(event, Piece):
-            has_logprobs = event.logprobs is not None
-            parts = (event.text, event.ids, event.logprobs or ())
-            return _View(
-                (Piece, has_logprobs),
-                parts,
-                lambda p: Piece(p[0], tuple(p[1]), tuple(p[2]) if has_logprobs else None),
-            )
-        if isinstance(event, Mapping) and isinstance(event.get(key), (str, bytes)):
-            others = tuple((k, v) for k, v in event.items() if k != key)
-            return _View((type(event[key]), others), (event[key],), lambda p: {**event, key: p[0]})
-        if dataclasses.is_dataclass(event) and not isinstance(event, type):
-            names = [f.name for f in dataclasses.fields(event)]
-            value = getattr(event, key, None)
-            if key in names and isinstance(value, (str, bytes)):
-                fields = tuple(getattr(event, n) for n in names if n != key)
-                return _View(
-                    (type(event), type(value), fields),
-                    (value,),
-                    lambda p: dataclasses.replace(event, **{key: p[0]}),
-                )
         if type(event) is tuple and len(event) == 2 and isinstance(event[1], (str, bytes)):
             return _View(("pair", event[0], type(event[1])), (event[1],), lambda p: (event[0], p[0]))
+        if isinstance(event, Mapping):
+            return self._record(event, list(event), event.get, lambda changes: {**event, **changes})
+        if dataclasses.is_dataclass(event) and not isinstance(event, type):
+            names = [f.name for f in dataclasses.fields(event)]
+            return self._record(
+                event,
+                names,
+                lambda n: getattr(event, n),
+                lambda changes: dataclasses.replace(event, **changes),
+            )
+        if isinstance(event, tuple) and hasattr(event, "_fields") and hasattr(event, "_replace"):
+            return self._record(
+                event, list(event._fields), lambda n: getattr(event, n), lambda c: event._replace(**c)
+            )
         return None
 
+    def _record(
+        self,
+        event: Any,
+        names: list[Any],
+        get: Callable[[Any], Any],
+        replace: Callable[[dict[str, Any]], Any],
+    ) -> _View | None:
+        key = self.text_key
+        text = get(key) if key in names else None
+        if not isinstance(text, (str, bytes)):
+            return None
+        joined = [n for n in self.join if n in names and isinstance(get(n), (tuple, list, type(None)))]
+        absent = tuple(get(n) is None for n in joined)
+        others = tuple((n, get(n)) for n in names if n != key and n not in joined)
+        parts = (text, *(tuple(get(n) or ()) for n in joined))
+
+        def rebuild(p: tuple[Any, ...]) -> Any:
+            changes: dict[str, Any] = {key: p[0]}
+            for name, none, part in zip(joined, absent, p[1:], strict=True):
+                changes[name] = None if none else tuple(part)
+            return replace(changes)
+
+        return _View((type(event), type(text), absent, others), parts, rebuild)
+
     def __call__(self, events: Iterable[Any]) -> list[Any]:
-        out: list[Any] = []
-        pending: _View | None = None
-        pieces: list[list[Any]] = []
-
-        def close() -> None:
-            if pending is None:
-                return
-            parts = tuple(_join(p) for p in pieces)
-            if not (self.drop_empty and not any(len(p) for p in parts)):
-                out.append(pending.rebuild(parts))
-
-        for event in events:
-            view = self.view(event)
-            if view is not None and pending is not None and view.kind == pending.kind:
-                for acc, part in zip(pieces, view.parts, strict=True):
-                    acc.append(part)
-                continue
-            close()
-            if view is None:
-                pending, pieces = None, []
-                out.append(event)
-            else:
-                pending, pieces = view, [[p] for p in view.parts]
-        close()
-        return out
+        merger = _Merger(self)
+        out = merger.push(events)
+        last = merger.pending()
+        return out if last is None else [*out, last]
 
     def is_partial(self, part: Any, whole: Any) -> bool:
         """Whether text event ``part`` is the start of text event ``whole`` (same kind; every part
@@ -209,6 +210,42 @@ class MergeText:
         if a is None or b is None or a.kind != b.kind:
             return False
         return all(len(x) <= len(y) and y[: len(x)] == x for x, y in zip(a.parts, b.parts, strict=True))
+
+
+class _Merger:
+    """:class:`MergeText` one batch of events at a time: :meth:`push` returns the items no later
+    event can change, :meth:`pending` the text item still open (or None)."""
+
+    def __init__(self, merge: MergeText) -> None:
+        self.merge = merge
+        self.view: _View | None = None
+        self.pieces: list[list[Any]] = []
+
+    def push(self, events: Iterable[Any]) -> list[Any]:
+        out: list[Any] = []
+        for event in events:
+            view = self.merge.view(event)
+            if view is not None and self.view is not None and view.kind == self.view.kind:
+                for acc, part in zip(self.pieces, view.parts, strict=True):
+                    acc.append(part)
+                continue
+            last = self.pending()
+            if last is not None:
+                out.append(last)
+            if view is None:
+                self.view, self.pieces = None, []
+                out.append(event)
+            else:
+                self.view, self.pieces = view, [[p] for p in view.parts]
+        return out
+
+    def pending(self) -> Any:
+        if self.view is None:
+            return None
+        parts = tuple(_join(p) for p in self.pieces)
+        if self.merge.drop_empty and not any(len(p) for p in parts):
+            return None
+        return self.view.rebuild(parts)
 
 
 def _join(parts: list[Any]) -> Any:
@@ -220,10 +257,14 @@ def _join(parts: list[Any]) -> Any:
     return tuple(itertools.chain.from_iterable(parts))
 
 
-def merge_text(text_key: str = "text", *, drop_empty: bool = True) -> MergeText:
-    """A ``normalize`` that joins adjacent text events of the same kind (see :class:`MergeText`);
-    ``text_key`` is the key (or dataclass field) that holds an event's text."""
-    return MergeText(text_key, drop_empty=drop_empty)
+def merge_text(
+    text_key: str = "text", *, join: Iterable[str] = ("ids", "logprobs"), drop_empty: bool = True
+) -> MergeText:
+    """A ``normalize`` that joins adjacent text events of the same kind (see :class:`MergeText`):
+    ``text_key`` is the key or field that holds a record's text, ``join`` those joined with it
+    (sequences, or None in every event merged), ``drop_empty`` drops text events with no text
+    (and nothing joined)."""
+    return MergeText(text_key, join=join, drop_empty=drop_empty)
 
 
 def _is_prefix(so_far: Any, final: Any, view: MergeText) -> bool:
@@ -462,6 +503,13 @@ def _format(failure: _Failure, found: Chunking, data: Data, reference_named: boo
     )
 
 
+def _ends_inside(data: Data, end: int, delimiter: Data) -> bool:
+    """Whether ``data[:end]`` ends with a proper prefix of ``delimiter``."""
+    if type(delimiter) is not type(data):
+        return False
+    return any(data.endswith(delimiter[:k], 0, end) for k in range(1, len(delimiter)))  # type: ignore[arg-type]
+
+
 def _minimize(cuts: list[int], fails: Callable[[list[int]], bool]) -> list[int]:
     """Delta debugging: drop cuts while ``fails`` still holds, down to a chunking from which no
     single cut can be dropped."""
@@ -487,9 +535,12 @@ def _minimize(cuts: list[int], fails: Callable[[list[int]], bool]) -> list[int]:
 class _Session:
     """The checks for one input: runs the parser and the reference, with caches."""
 
-    def __init__(self, parity: Parity, data: Data) -> None:
+    def __init__(self, parity: Parity, data: Data, delimiters: Iterable[Data] = ()) -> None:
         self.parity = parity
         self.data = data
+        self.delimiters: tuple[Data, ...] = tuple(
+            d.encode() if isinstance(data, bytes) and isinstance(d, str) else d for d in delimiters
+        )
         self.refs: dict[int, _Outcome] = {}
         self.runs: OrderedDict[tuple[int, tuple[int, ...]], _Outcome] = OrderedDict()
 
@@ -521,6 +572,54 @@ class _Session:
                     self.refs[end] = _Outcome(self.parity.normalize(result))
         return self.refs[end]
 
+    def truncations(self, chunking: Chunking) -> list[int]:
+        """Where the flush check ends a stream of ``chunking`` (see :data:`_MAX_TRUNCATIONS`)."""
+        points = sorted({c for c in chunking.cuts if c < len(self.data)})
+        if len(points) <= _MAX_TRUNCATIONS:
+            return points
+        data = self.data
+        inside = set()
+        for p in points:
+            if isinstance(data, bytes) and p < len(data) and 0x80 <= data[p] < 0xC0:
+                inside.add(p)
+            elif any(_ends_inside(data, p, d) for d in self.delimiters):
+                inside.add(p)
+        rest = [p for p in points if p not in inside]
+        room = max(_MAX_TRUNCATIONS - len(inside), 0)
+        spread = rest[:: max(1, math.ceil(len(rest) / room))] if room else []
+        return sorted(inside.union(spread))
+
+    def retracted(self, run: _Run, final: Any) -> int | None:
+        """The first chunk after which the events so far, normalized, are not a prefix of
+        ``final`` (None: there is none). With :class:`MergeText` the events are merged once, as
+        they come; any other ``normalize`` runs on every prefix."""
+        normalize = self.parity.normalize
+        if not isinstance(normalize, MergeText):
+            seen = 0
+            for step, mark in enumerate(run.marks):
+                if mark != seen:
+                    seen = mark
+                    if not _is_prefix(normalize(run.events[:mark]), final, MergeText()):
+                        return step
+            return None
+        merger = _Merger(normalize)
+        checked = seen = 0
+        for step, mark in enumerate(run.marks):
+            if mark == seen:
+                continue
+            for item in merger.push(run.events[seen:mark]):  # final from here on
+                if checked >= len(final) or item != final[checked]:
+                    return step
+                checked += 1
+            seen = mark
+            last = merger.pending()
+            if last is not None and not (
+                checked < len(final)
+                and (last == final[checked] or normalize.is_partial(last, final[checked]))
+            ):
+                return step
+        return None
+
     def ended(self, chunking: Chunking, end: int) -> tuple[Chunking, _Outcome]:
         """The stream ended (finished) at offset ``end``: its chunking and result (cached)."""
         short = chunking.truncated(end)
@@ -546,19 +645,12 @@ class _Session:
         if "parity" in checks and not actual.same(expected):
             return _Failure("parity", chunking, expected, actual)
         if "retraction" in checks and run.error is None:
-            view = self.parity.normalize if isinstance(self.parity.normalize, MergeText) else MergeText()
-            seen = 0
-            for step, mark in enumerate(run.marks):
-                if mark == seen:
-                    continue
-                seen = mark
-                so_far = self.parity.normalize(run.events[:mark])
-                if not _is_prefix(so_far, actual.value, view):
-                    return _Failure("retraction", chunking, expected, actual, step, so_far)
+            step = self.retracted(run, actual.value)
+            if step is not None:
+                so_far = self.parity.normalize(run.events[: run.marks[step]])
+                return _Failure("retraction", chunking, expected, actual, step, so_far)
         if "flush" in checks:
-            ends = sorted(
-                {c for c in chunking.cuts if c < len(self.data)} if truncations is None else set(truncations)
-            )
+            ends = self.truncations(chunking) if truncations is None else sorted(set(truncations))
             for end in ends:
                 short, outcome = self.ended(chunking, end)
                 if not outcome.same(self.expected(end)):
@@ -689,7 +781,7 @@ class Parity:
         data = _check_data(data)
         if max_cuts < 0:
             raise ValueError(f"check_exhaustive: max_cuts must be >= 0, got {max_cuts}")
-        session = _Session(self, data)
+        session = _Session(self, data, delimiters)
         for k in range(min(max_cuts, max(len(data) - 1, 0)) + 1):
             for cuts in itertools.combinations(range(1, len(data)), k):
                 chunking = Chunking(data, cuts, f"all {k}-cut chunkings")
@@ -737,8 +829,9 @@ class Parity:
                 :func:`rxstream.testing.tokens`).
             delimiters: add cuts inside every occurrence of these strings.
             chunkers: use these chunkers instead (then ``tokenizer`` and ``delimiters`` are unused).
-            settings: ``hypothesis`` settings (default: the current profile's, without an example
-                database; health checks about slow or large data are off).
+            settings: ``hypothesis`` settings (default: the current profile's), always without
+                an example database or a deadline, and with the health checks about slow or
+                large data off.
 
         Raises:
             ParityError: a check failed (with the minimized chunking).
@@ -748,7 +841,7 @@ class Parity:
         from hypothesis import strategies as st
 
         data = _check_data(data)
-        session = _Session(self, data)
+        session = _Session(self, data, delimiters)
         chosen = self._check_fixed(session, data, tokenizer, delimiters, chunkers)
         strategy = chunkings(data, chosen)
         checks = self.checks
@@ -770,8 +863,8 @@ class Parity:
         suppress.add(HealthCheck.large_base_example)
         run = make_settings(
             parent,
-            database=parent.database if settings is not None else None,
-            deadline=parent.deadline if settings is not None else None,
+            database=None,  # examples of one input mean nothing for another
+            deadline=None,  # one example runs the parser many times
             suppress_health_check=sorted(suppress, key=lambda h: h.value),
         )(given(st.data())(body))
         try:

@@ -235,6 +235,26 @@ def test_catches_a_splitter_that_drops_a_partial_tag_at_the_end() -> None:
     assert f"input so far: {held!r}" in str(e)
 
 
+def test_long_inputs_still_end_early_inside_every_delimiter() -> None:
+    """Past 256 cuts a fixed chunking ends early at the cuts inside delimiters and a spread of the
+    rest, not at all of them: the partial tags are still among them (the spread alone misses them
+    in this text)."""
+    text = "x" * 1504 + " <think>y</think> " + "z" * 500
+
+    def factory() -> TagSplitter:
+        return TagSplitter(drop_held_at_finish=True)
+
+    parity = Parity(factory=factory, reference=split_batch)
+    with pytest.raises(ParityError) as err:
+        parity.check(
+            text,
+            chunkers=[characters()],
+            delimiters=[OPEN, CLOSE],
+            settings=settings(max_examples=1, derandomize=True),
+        )
+    assert err.value.check == "flush" and err.value.found.source == "characters"
+
+
 def test_catches_a_splitter_that_emits_text_then_retracts_it() -> None:
     parity = Parity(factory=EagerRetractingSplitter, reference=split_batch, normalize=apply_retractions)
     parity.check_chunking([TEXT])  # in one chunk nothing is shown too early
@@ -389,6 +409,33 @@ def test_rx_operator_error_is_reported() -> None:
         check_chunking(["ab", "c"], operator=fails, reference=lambda t: t)
     assert err.value.chunking.chunks == ("ab", "c")
     assert "raises RuntimeError: no c (feeding chunk 2 of 2)" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["deepseek-r1", "harmony-final"])
+def test_the_route_engine_and_operator_keep_parity(name: str) -> None:
+    """rxstream's own splitter (a preset with a prompt; one with regular-expression delimiters),
+    its Segment events merged by the default normalize."""
+    from rxstream.channels import PRESETS, CompiledRoute, Router, route_text
+    from rxstream.operators import route
+    from tests.channels.recorded import ALL
+
+    text, prompt = ALL[name]
+    spec = CompiledRoute(PRESETS[name.removesuffix("-final")])
+    delimiters = [
+        d for r in spec.spec.regions for d in (*r.open, *r.close) if isinstance(d, str) and len(d) > 1
+    ]
+
+    def router() -> Router:
+        return Router(spec, prompt=prompt)
+
+    def batch(t: str) -> list[Any]:
+        return route_text(t, spec, prompt=prompt)
+
+    tok = trained.bytelevel()
+    check_parity(text, factory=router, reference=batch, tokenizer=tok, delimiters=delimiters, settings=QUICK)
+    check_parity(
+        text, operator=route(spec.spec, prompt=prompt), reference=batch, tokenizer=tok, settings=QUICK
+    )
 
 
 # ------------------------------------------------------------------ tokens
