@@ -1,5 +1,5 @@
 """The tutorial (docs/tutorial.md) runs as written: its Python blocks in order, in one
-interpreter, and its command-line example."""
+interpreter, and its command-line example; so does the parity kit's guide (docs/parity.md)."""
 
 from __future__ import annotations
 
@@ -40,3 +40,17 @@ def test_tutorial_command_line_example() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "The capital of France is Paris."
     assert "[finish: eos" in proc.stderr
+
+
+def test_parity_guide_python_blocks_run_in_order_and_print_what_it_shows() -> None:
+    guide = (ROOT / "docs" / "parity.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", guide, re.S)
+    assert len(blocks) >= 6
+    proc = subprocess.run(
+        [sys.executable, "-c", "\n".join(blocks)], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = re.findall(r"```text\n(.*?)```", guide, re.S)
+    assert shown and all(block in proc.stdout for block in shown), proc.stdout
+    assert "per-token chunks break it: '<think>東京 🌦️</think' | '>ok'" in proc.stdout
+    assert proc.stdout.rstrip().endswith("parity kit guide done")

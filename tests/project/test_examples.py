@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ["replay_pipeline.py"],
         ["tokflow_migration.py"],
         ["marble_testing.py"],
+        ["parity_response_parser.py"],  # transformers' ResponseParser under the parity kit
         ["openai_client.py", "Say hello.", "--demo", "--tiny", "--max-tokens", "12"],  # random-weight model
         ["chat.py", "What is the capital of France?"],  # the default model (pulled on first use)
     ],
