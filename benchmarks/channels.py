@@ -179,7 +179,8 @@ def main() -> None:
         ends = [e for e in run_operator(deltas, tool_calls()) if isinstance(e, ToolCallEnd)]
         calls = text.count("</tool_call>")
         assert len(ends) == calls, f"tool_calls parsed {len(ends)} calls, the text has {calls}"
-        assert ends[0].name == "get_weather" and ends[0].arguments["opts"]["fields"] == ["temp", "wind", "rain"]
+        assert ends[0].name == "get_weather"
+        assert ends[0].arguments["opts"]["fields"] == ["temp", "wind", "rain"]
         rows.append(
             (
                 "route + tool_calls (Rx)",
