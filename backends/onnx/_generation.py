@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,9 @@ from ._session import DecoderSession
 __all__ = ["GenerateCall", "default_scheduler", "generate_observable", "make_sampler"]
 
 log = logging.getLogger("rxstream.backends")
+
+_READY_POLL = 0.005
+"""Seconds between looks at a ``ready`` predicate that said no."""
 
 _scheduler_lock = threading.Lock()
 _scheduler: ThreadPoolScheduler | None = None
@@ -80,14 +84,18 @@ def make_sampler(call: GenerateCall, prompt: Sequence[int], seed: int | None) ->
 
 
 def generate_observable(
-    call: GenerateCall, prompt: list[int], on_finish: FinishCallback | None
+    call: GenerateCall,
+    prompt: list[int],
+    on_finish: FinishCallback | None,
+    ready: Callable[[], bool] | None = None,
 ) -> Observable[int]:
-    """The cold observable :meth:`OnnxModel.generate` returns: one :class:`_Generation` per subscription."""
+    """The cold observable :meth:`OnnxModel.generate` returns (when it does not batch): one
+    :class:`_Generation` per subscription."""
 
     def subscribe(
         observer: abc.ObserverBase[int], scheduler: abc.SchedulerBase | None = None
     ) -> abc.DisposableBase:
-        run = _Generation(call, prompt, observer, on_finish)
+        run = _Generation(call, prompt, observer, on_finish, ready)
         return run.start(call.worker(scheduler))
 
     return reactivex.create(subscribe)
@@ -100,7 +108,7 @@ class _Generation:
     then to the observer, by whichever thread gets there first (:class:`rxstream.FinishOnce`).
     """
 
-    __slots__ = ("_call", "_finish", "_observer", "_prompt", "_sampler", "cancelled")
+    __slots__ = ("_call", "_finish", "_observer", "_prompt", "_ready", "_sampler", "cancelled")
 
     def __init__(
         self,
@@ -108,8 +116,10 @@ class _Generation:
         prompt: list[int],
         observer: abc.ObserverBase[int],
         on_finish: FinishCallback | None,
+        ready: Callable[[], bool] | None = None,
     ) -> None:
         self._call = call
+        self._ready = ready
         self._prompt = prompt
         self._observer = observer
         self._sampler = make_sampler(call, prompt, call.params.seed)
@@ -183,6 +193,8 @@ class _Generation:
         produced = 0
         has_positions = call.session.has_position_ids
         while True:
+            while self._ready is not None and not self.cancelled and not self._ready():
+                time.sleep(_READY_POLL)  # the consumer is behind: wait for it
             if self.cancelled:
                 return None
             if produced >= max_new_tokens or total >= limit:

@@ -22,8 +22,10 @@ from ._batch import RowFinishCallback, batch_observable
 from ._chat import ChatTemplate
 from ._config import BATCH_MODEL_FILE, DecoderConfig
 from ._generation import GenerateCall, generate_observable
+from ._kvcache import batch_layout
 from ._loader import check_load_args, load_directory, resolve_name
 from ._sampling import check_int
+from ._scheduler import BatchConfig, BatchScheduler, batched_observable
 from ._session import DecoderSession, Provider
 
 __all__ = ["OnnxModel"]
@@ -35,6 +37,12 @@ class OnnxModel:
     Load with :meth:`load` (a model directory in the Hugging Face Optimum layout, or one written by
     the onnxruntime-genai builder) or :meth:`from_pretrained` (the default model, downloaded and
     converted on first use). Thread-safe: many generations can run at once on one model.
+
+    Concurrent :meth:`generate` subscriptions share one :class:`BatchScheduler` (continuous
+    batching: one decode step for all of them, each row joining after its prefill and leaving as
+    soon as it ends) unless batching is off (``batching=False``), the call names its own
+    ``scheduler`` (then that subscription runs its own loop there, as :meth:`generate_batch`
+    always does), or the graph cannot batch rows of different lengths (see :attr:`batching`).
     """
 
     def __init__(
@@ -49,6 +57,7 @@ class OnnxModel:
         threads: int | None,
         spinning: bool = True,
         default_sampling: SamplingParams | None = None,
+        batching: BatchConfig | None = None,
     ) -> None:
         self.directory = directory
         self.default_sampling = default_sampling if default_sampling is not None else SamplingParams()
@@ -69,6 +78,9 @@ class OnnxModel:
             config.vocab_size if config is not None else tokenizer.get_vocab_size(with_added_tokens=True)
         )
         self.max_length = config.max_position_embeddings if config is not None else 1 << 30
+        self._batching = batching if batching is not None and batch_layout(session) is not None else None
+        self._batcher: BatchScheduler | None = None
+        self._batcher_lock = threading.Lock()
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -79,6 +91,7 @@ class OnnxModel:
         provider: Provider = "auto",
         threads: int | None = None,
         spinning: bool = True,
+        batching: BatchConfig | bool = True,
     ) -> OnnxModel:
         """Load a model directory.
 
@@ -89,9 +102,12 @@ class OnnxModel:
         else CPU, quietly); :attr:`provider` says which one runs. ``threads``: ONNX Runtime intra-op
         threads (default: one per physical core). ``spinning``: whether those threads spin between
         kernels (ONNX Runtime's default; fastest when the cores are otherwise idle) or block (better
-        when the cores are shared with other busy work).
+        when the cores are shared with other busy work). ``batching``: a :class:`BatchConfig`
+        (``True``: the default one) to run concurrent generations in one batch, ``False`` for one
+        loop per generation.
         """
         threads = check_load_args("OnnxModel.load", provider, threads, spinning)
+        config = _batch_config("OnnxModel.load", batching)
         parts = load_directory(path, provider, threads, spinning)
         return cls(
             parts.directory,
@@ -104,6 +120,7 @@ class OnnxModel:
             threads,
             spinning,
             parts.default_sampling,
+            config,
         )
 
     @classmethod
@@ -117,6 +134,7 @@ class OnnxModel:
         progress: bool = True,
         threads: int | None = None,
         spinning: bool = True,
+        batching: BatchConfig | bool = True,
     ) -> OnnxModel:
         """Load a model directory, or a known model by name (``"smollm2"``), pulling it on first use.
 
@@ -138,6 +156,7 @@ class OnnxModel:
         is loaded as it is, never converted).
         """
         threads = check_load_args("OnnxModel.from_pretrained", provider, threads, spinning)
+        _batch_config("OnnxModel.from_pretrained", batching)
         if quantization not in ("fp32", "int4"):
             raise ValueError(
                 f"OnnxModel.from_pretrained: quantization must be 'fp32' or 'int4', got {quantization!r}"
@@ -163,7 +182,7 @@ class OnnxModel:
                 f"OnnxModel.from_pretrained: int4 applies to the known models ({names}); "
                 f"{str(path)!r} is a model directory and is loaded as it is"
             )
-        return cls.load(path, provider=provider, threads=threads, spinning=spinning)
+        return cls.load(path, provider=provider, threads=threads, spinning=spinning, batching=batching)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -190,6 +209,37 @@ class OnnxModel:
     def has_chat_template(self) -> bool:
         """Whether :meth:`encode_chat` can work."""
         return self._chat_template is not None
+
+    @property
+    def batching(self) -> BatchConfig | None:
+        """How concurrent :meth:`generate` subscriptions are batched, or None when each runs its
+        own loop (batching off, or a graph whose attention cannot take rows of different lengths:
+        fused attention other than GroupQueryAttention without ``position_ids``)."""
+        return self._batching
+
+    def batch_stats(self) -> dict[str, Any] | None:
+        """The batch's occupancy and KV memory (rows, slots, KV positions and bytes, steps), or None
+        without batching. ``kv_bytes`` is 0 when no generation is running."""
+        if self._batching is None:
+            return None
+        scheduler = self._batcher
+        if scheduler is None:
+            return {
+                "layout": batch_layout(self._session),
+                "rows": 0,
+                "waiting": 0,
+                "kv_bytes": 0,
+                "max_batch": self._batching.max_batch,
+                "max_kv_tokens": self._batching.max_kv_tokens,
+            }
+        return scheduler.stats()
+
+    def _scheduler(self) -> BatchScheduler:
+        with self._batcher_lock:
+            if self._batcher is None:
+                assert self._batching is not None
+                self._batcher = BatchScheduler(self._session, self._batching, self.max_length)
+            return self._batcher
 
     @property
     def active_generations(self) -> int:
@@ -263,18 +313,24 @@ class OnnxModel:
         *,
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
+        ready: Callable[[], bool] | None = None,
         **sampling: Unpack[SamplingOptions],
     ) -> Observable[int]:
         """A cold ``Observable[int]`` of generated token ids.
 
-        Each subscription runs its own generation on ``scheduler`` (default: a scheduler passed to
-        ``subscribe``, else the shared :func:`default_scheduler` pool) and emits each id as soon as it
-        is sampled. It completes on an EOS id (not emitted; ``Finish(EOS)``), on one of
+        Each subscription is one generation. With :attr:`batching` (the default) and no
+        ``scheduler``, it joins the model's batch (:class:`BatchScheduler`: one worker thread
+        steps every running generation at once and emits each id on that thread); otherwise it
+        runs its own loop on ``scheduler`` (default: a scheduler passed to ``subscribe``, else the
+        shared :func:`default_scheduler` pool). Either way each id is emitted as soon as it is
+        sampled. It completes on an EOS id (not emitted; ``Finish(EOS)``), on one of
         ``stop_token_ids`` (not emitted; ``Finish(STOP, stop=id)``), or after ``max_new_tokens`` ids
         or at the model's context length (``Finish(LENGTH)``), calling ``on_finish`` before
         ``on_completed``. Disposing stops the loop before the next forward pass (``Finish(CANCELLED)``)
         and drops its KV cache. Failures go to ``on_error`` (``Finish(ERROR)`` first).
         ``ignore_eos`` keeps generating past EOS (benchmarks). Bad arguments raise at once.
+        ``ready``: asked before each step; while it returns False the generation waits (its
+        consumer is behind) without holding up the others in the batch.
 
         Sampling: ``params`` (a :class:`~rxstream.SamplingParams`), else the model's own defaults
         (:attr:`default_sampling`), updated by keyword arguments (``temperature=0.7``, ...).
@@ -282,8 +338,40 @@ class OnnxModel:
         args = SamplingParams.from_kwargs(params, sampling, "generate", self.default_sampling)
         prompt = self._check_prompt(prompt_ids, "generate")
         stops = self._check_call_args("generate", args.stop_token_ids, on_finish, scheduler)
+        if ready is not None and not callable(ready):
+            raise TypeError(f"generate: ready must be callable or None, got {ready!r}")
         call = self._call(self._session, args, stops, scheduler)
-        return generate_observable(call, prompt, on_finish)
+        if self._batching is not None and scheduler is None:
+            return batched_observable(self._scheduler, call, prompt, on_finish, args.seed, ready)
+        return generate_observable(call, prompt, on_finish, ready)
+
+    def generate_n(
+        self,
+        prompt_ids: Sequence[int],
+        n: int,
+        params: SamplingParams | None = None,
+        *,
+        on_finish: RowFinishCallback | None = None,
+        **sampling: Unpack[SamplingOptions],
+    ) -> list[Observable[int]]:
+        """``n`` generations of one prompt (OpenAI's ``n``): a list of cold ``Observable[int]``.
+
+        Each observable is a :meth:`generate` of its own (row ``i`` samples with seed ``seed + i``;
+        ``on_finish(i, Finish)``). Subscribed together, they are prefilled once: the batch copies
+        the prompt's KV cache and last logits to the others (any rows with equal prompts that
+        arrive while one of them is being prefilled share it the same way). Without
+        :attr:`batching` each prefills its own prompt.
+        """
+        n = check_int("generate_n", "n", n, minimum=1)
+        args = SamplingParams.from_kwargs(params, sampling, "generate_n", self.default_sampling)
+        if on_finish is not None and not callable(on_finish):
+            raise TypeError(f"generate_n: on_finish must be callable or None, got {on_finish!r}")
+        out: list[Observable[int]] = []
+        for i in range(n):
+            seed = None if args.seed is None else args.seed + i
+            row_finish = None if on_finish is None else _row_finish(on_finish, i)
+            out.append(self.generate(prompt_ids, args.replace(seed=seed), on_finish=row_finish))
+        return out
 
     def chat(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Observable[int]:
         """:meth:`generate` on the chat-template prompt of ``messages`` (same keyword arguments)."""
@@ -389,3 +477,16 @@ class OnnxModel:
         session = self._plain_session() if plain else self._session
         pad = next(iter(sorted(self._eos)), 0)
         return batch_observable(self._call(session, args, stops, scheduler), rows, pad, on_finish)
+
+
+def _row_finish(on_finish: RowFinishCallback, row: int) -> FinishCallback:
+    return lambda finish: on_finish(row, finish)
+
+
+def _batch_config(who: str, batching: Any) -> BatchConfig | None:
+    """``batching`` as a :class:`BatchConfig` (None: off), else ``TypeError``."""
+    if isinstance(batching, BatchConfig):
+        return batching
+    if isinstance(batching, (bool, np.bool_)):
+        return BatchConfig() if batching else None
+    raise TypeError(f"{who}: batching must be a bool or a BatchConfig, got {batching!r}")

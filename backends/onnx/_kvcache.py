@@ -1,0 +1,383 @@
+"""KV caches shared by many rows of different lengths (the continuous-batching scheduler's memory).
+
+Two layouts, chosen from the graph (:func:`batch_layout`):
+
+* :class:`SlotCache`, for graphs with ``GroupQueryAttention`` (rxstream's converter,
+  onnxruntime-genai's builder). One buffer per KV tensor, ``[slots, kv_heads, capacity,
+  head_dim]``, bound as both ``past`` and ``present`` (ONNX Runtime's buffer sharing: the attention
+  op writes the new positions in place). Right padding: row ``r`` keeps its positions
+  ``0 .. len-1`` in slot ``r``; the graph derives each row's length from ``attention_mask``
+  (``seqlens_k = sum(mask) - 1``; rotary positions follow), so rows of different lengths share one
+  decode step. A pass over slots ``start .. start+count-1`` binds raw pointers into the buffers:
+  nothing is copied, on the CPU or on a CUDA device.
+* :class:`PaddedCache`, for plain-attention graphs with ``position_ids`` (Optimum exports,
+  rxstream's ``model_plain.onnx``). Left padding: every row ends at the last column; each step's
+  ``present`` (past plus the new column) becomes the next ``past``; a row joins by padding (the
+  batch on the left when it is longer), leaves by being gathered out, and leading columns no row
+  uses are cut. Rows that skip a step get a column masked out (a hole the attention never reads).
+
+Blocks move with small ONNX graphs (:class:`KVOps`: copy, resize, gather, join) run by ONNX
+Runtime on the model's own provider, so the cache never leaves the device it lives on and the CPU
+runs the very code a CUDA device runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+from ._session import DecoderSession
+
+__all__ = ["KVOps", "PaddedCache", "SlotCache", "batch_layout"]
+
+_ONNX_TYPES = {"tensor(float)": TensorProto.FLOAT, "tensor(float16)": TensorProto.FLOAT16}
+_NUMPY_TYPES: dict[str, type[np.generic]] = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+
+
+def batch_layout(graph: DecoderSession) -> str | None:
+    """``"slots"``, ``"padded"``, or None when the graph cannot run rows of different lengths in
+    one pass (then each generation runs its own loop).
+
+    ``"slots"`` needs ``GroupQueryAttention`` (its per-row lengths come from the mask), a known
+    vocabulary size and a float32/float16 KV cache; ``"padded"`` needs ``position_ids`` and no fused
+    attention (fused attention other than GQA cannot take left padding).
+    """
+    kv_type = graph.session.get_inputs()[_input_index(graph, graph.past_names[0])].type
+    if kv_type not in _ONNX_TYPES:
+        return None
+    if "GroupQueryAttention" in graph.ops:
+        return "slots" if graph.vocab_out > 0 else None
+    fused = {"MultiHeadAttention", "Attention", "PagedAttention", "SparseAttention"}
+    if graph.has_position_ids and not graph.ops & fused:
+        return "padded"
+    return None
+
+
+def _input_index(graph: DecoderSession, name: str) -> int:
+    return [i.name for i in graph.session.get_inputs()].index(name)
+
+
+def position_bytes(graph: DecoderSession) -> int:
+    """Bytes one cached position of one row takes (all layers, keys and values)."""
+    itemsize = np.dtype(graph.kv_dtype).itemsize
+    return len(graph.past_names) * graph.kv_heads * graph.head_dim * itemsize
+
+
+class KVOps:
+    """Small ONNX graphs over every KV tensor at once, run on the model's provider.
+
+    ``copy``: ``y = x`` (raw pointers: one slot to another); ``resize``: ``y = Pad(Slice(x))``
+    (a buffer into a larger or smaller one); ``gather``: ``y = Slice(Gather(x, rows), columns)``
+    (rows leave a padded batch); ``join``: ``y = Concat(Pad(a), Pad(Gather(b, rows)))`` (rows
+    join one). Sessions are built on first use, with graph optimizations off (nothing to fuse).
+    """
+
+    def __init__(self, graph: DecoderSession) -> None:
+        self.graph = graph
+        kv_type = graph.session.get_inputs()[_input_index(graph, graph.past_names[0])].type
+        self.onnx_type = _ONNX_TYPES[kv_type]
+        self.np_type = _NUMPY_TYPES[kv_type]
+        self.count = len(graph.past_names)
+        self._sessions: dict[str, ort.InferenceSession] = {}
+
+    def _session(self, kind: str) -> ort.InferenceSession:
+        session = self._sessions.get(kind)
+        if session is None:
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            options.log_severity_level = 3
+            options.intra_op_num_threads = 1
+            model = self._build(kind)
+            providers = self.graph.session.get_providers()
+            session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+            self._sessions[kind] = session
+        return session
+
+    def _build(self, kind: str) -> Any:
+        def tensor(name: str, elem: int = self.onnx_type) -> Any:
+            return helper.make_tensor_value_info(name, elem, None)
+
+        i64 = TensorProto.INT64
+        nodes: list[Any] = []
+        inputs: list[Any] = []
+        outputs = [tensor(f"y{i}") for i in range(self.count)]
+        if kind == "copy":
+            inputs = [tensor(f"x{i}") for i in range(self.count)]
+            nodes = [helper.make_node("Identity", [f"x{i}"], [f"y{i}"]) for i in range(self.count)]
+        elif kind == "resize":
+            inputs = [tensor("starts", i64), tensor("ends", i64), tensor("pads", i64)]
+            inputs += [tensor(f"x{i}") for i in range(self.count)]
+            for i in range(self.count):
+                nodes.append(helper.make_node("Slice", [f"x{i}", "starts", "ends"], [f"s{i}"]))
+                nodes.append(helper.make_node("Pad", [f"s{i}", "pads"], [f"y{i}"]))
+        elif kind == "gather":
+            inputs = [tensor("rows", i64), tensor("starts", i64), tensor("ends", i64), tensor("axes", i64)]
+            inputs += [tensor(f"x{i}") for i in range(self.count)]
+            for i in range(self.count):
+                nodes.append(helper.make_node("Gather", [f"x{i}", "rows"], [f"g{i}"], axis=0))
+                nodes.append(helper.make_node("Slice", [f"g{i}", "starts", "ends", "axes"], [f"y{i}"]))
+        elif kind == "join":
+            inputs = [tensor("pads_a", i64), tensor("pads_b", i64), tensor("rows", i64)]
+            inputs += [tensor(f"a{i}") for i in range(self.count)]
+            inputs += [tensor(f"b{i}") for i in range(self.count)]
+            for i in range(self.count):
+                nodes.append(helper.make_node("Pad", [f"a{i}", "pads_a"], [f"pa{i}"]))
+                nodes.append(helper.make_node("Gather", [f"b{i}", "rows"], [f"g{i}"], axis=0))
+                nodes.append(helper.make_node("Pad", [f"g{i}", "pads_b"], [f"pb{i}"]))
+                nodes.append(helper.make_node("Concat", [f"pa{i}", f"pb{i}"], [f"y{i}"], axis=0))
+        else:  # pragma: no cover - internal
+            raise ValueError(kind)
+        graph = helper.make_graph(nodes, f"kv_{kind}", inputs, outputs)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+    def _pointer(self, binding: ort.IOBinding, name: str, out: bool, shape: Sequence[int], ptr: int) -> None:
+        device = self.graph.device
+        if out:
+            binding.bind_output(name, device, 0, self.np_type, list(shape), ptr)
+        else:
+            binding.bind_input(name, device, 0, self.np_type, list(shape), ptr)
+
+    def copy(
+        self, values: Sequence[ort.OrtValue], src: int, dst: int, shape: Sequence[int], stride: int
+    ) -> None:
+        """Copy the block ``shape`` at byte offset ``src`` to ``dst`` in every buffer of ``values``."""
+        session = self._session("copy")
+        binding = session.io_binding()
+        for i, value in enumerate(values):
+            base = value.data_ptr()
+            self._pointer(binding, f"x{i}", False, shape, base + src * stride)
+            self._pointer(binding, f"y{i}", True, shape, base + dst * stride)
+        session.run_with_iobinding(binding)
+
+    def resize(
+        self, values: Sequence[ort.OrtValue], keep: Sequence[int], new_shape: Sequence[int]
+    ) -> list[ort.OrtValue]:
+        """New buffers of ``new_shape`` holding each buffer's leading block ``keep`` (zeros elsewhere)."""
+        session = self._session("resize")
+        binding = session.io_binding()
+        binding.bind_cpu_input("starts", np.zeros(4, np.int64))
+        binding.bind_cpu_input("ends", np.asarray(keep, np.int64))
+        pads = [0, 0, 0, 0, *(int(n) - int(k) for n, k in zip(new_shape, keep, strict=True))]
+        binding.bind_cpu_input("pads", np.asarray(pads, np.int64))
+        out = [
+            ort.OrtValue.ortvalue_from_shape_and_type(list(new_shape), self.np_type, self.graph.device, 0)
+            for _ in values
+        ]
+        for i, (value, target) in enumerate(zip(values, out, strict=True)):
+            binding.bind_ortvalue_input(f"x{i}", value)
+            binding.bind_ortvalue_output(f"y{i}", target)
+        session.run_with_iobinding(binding)
+        return out
+
+    def gather(
+        self, values: Sequence[ort.OrtValue], rows: Sequence[int], start: int, end: int
+    ) -> list[ort.OrtValue]:
+        """``values[rows][:, :, start:end]`` (new buffers on the same device)."""
+        session = self._session("gather")
+        binding = session.io_binding()
+        binding.bind_cpu_input("rows", np.asarray(rows, np.int64))
+        binding.bind_cpu_input("starts", np.asarray([start], np.int64))
+        binding.bind_cpu_input("ends", np.asarray([end], np.int64))
+        binding.bind_cpu_input("axes", np.asarray([2], np.int64))
+        for i, value in enumerate(values):
+            binding.bind_ortvalue_input(f"x{i}", value)
+            binding.bind_output(f"y{i}", self.graph.device)
+        session.run_with_iobinding(binding)
+        return list(binding.get_outputs())
+
+    def join(
+        self,
+        a: Sequence[ort.OrtValue],
+        b: Sequence[ort.OrtValue],
+        rows: Sequence[int],
+        left_a: int,
+        left_b: int,
+    ) -> list[ort.OrtValue]:
+        """``a`` padded ``left_a`` columns on the left, then ``b[rows]`` padded ``left_b``."""
+        session = self._session("join")
+        binding = session.io_binding()
+        binding.bind_cpu_input("pads_a", np.asarray([0, 0, left_a, 0, 0, 0, 0, 0], np.int64))
+        binding.bind_cpu_input("pads_b", np.asarray([0, 0, left_b, 0, 0, 0, 0, 0], np.int64))
+        binding.bind_cpu_input("rows", np.asarray(rows, np.int64))
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            binding.bind_ortvalue_input(f"a{i}", x)
+            binding.bind_ortvalue_input(f"b{i}", y)
+            binding.bind_output(f"y{i}", self.graph.device)
+        session.run_with_iobinding(binding)
+        return list(binding.get_outputs())
+
+
+def _feeds(
+    graph: DecoderSession, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray
+) -> dict[str, np.ndarray]:
+    feeds = {"input_ids": ids, "attention_mask": mask}
+    if graph.has_position_ids:
+        feeds["position_ids"] = positions
+    return feeds
+
+
+class SlotCache:
+    """Right-padded rows in fixed slots of one buffer per KV tensor (fused GroupQueryAttention).
+
+    ``slots`` rows of ``capacity`` positions are allocated; :meth:`reserve` grows or shrinks them
+    (keeping what the live rows hold), :meth:`release` frees them. :meth:`run` is one forward pass
+    over the slots ``start .. start+count-1``.
+    """
+
+    def __init__(self, graph: DecoderSession, ops: KVOps) -> None:
+        self.graph = graph
+        self.ops = ops
+        self.slots = 0
+        self.capacity = 0
+        self.values: list[ort.OrtValue] = []
+        self.position_bytes = position_bytes(graph)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the buffers hold now."""
+        return self.slots * self.capacity * self.position_bytes
+
+    def _row_stride(self) -> int:
+        return self.graph.kv_heads * self.capacity * self.graph.head_dim * np.dtype(self.ops.np_type).itemsize
+
+    def reserve(self, slots: int, capacity: int, live: int) -> None:
+        """Make the buffers ``[slots, kv_heads, capacity, head_dim]``, keeping slots ``0 .. live-1``."""
+        if slots == self.slots and capacity == self.capacity:
+            return
+        if slots == 0 or capacity == 0:
+            self.release()
+            return
+        g = self.graph
+        shape = [slots, g.kv_heads, capacity, g.head_dim]
+        keep = min(live, slots, self.slots)
+        if keep == 0 or not self.values:
+            self.values = [
+                ort.OrtValue.ortvalue_from_shape_and_type(shape, self.ops.np_type, g.device, 0)
+                for _ in g.past_names
+            ]
+        else:
+            kept = [keep, g.kv_heads, min(capacity, self.capacity), g.head_dim]
+            self.values = self.ops.resize(self.values, kept, shape)
+        self.slots, self.capacity = slots, capacity
+
+    def release(self) -> None:
+        """Free the buffers."""
+        self.values = []
+        self.slots = self.capacity = 0
+
+    def copy_slot(self, src: int, dst: int) -> None:
+        """Copy slot ``src`` (every position) over slot ``dst``."""
+        g = self.graph
+        self.ops.copy(self.values, src, dst, [1, g.kv_heads, self.capacity, g.head_dim], self._row_stride())
+
+    def run(
+        self, start: int, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray
+    ) -> npt.NDArray[np.float32]:
+        """One forward pass over slots ``start .. start+len(ids)-1``: logits ``[rows, seq, vocab]``.
+
+        ``mask[r]`` is ones over row ``r``'s cached positions plus its new ones, zeros after;
+        ``positions`` are the new tokens' positions (fed when the graph takes ``position_ids``).
+        """
+        g = self.graph
+        count, seq = ids.shape
+        if mask.shape[1] > self.capacity:
+            raise RuntimeError(f"KV cache: {mask.shape[1]} positions exceed the capacity {self.capacity}")
+        session = g.session
+        binding = session.io_binding()
+        for name, array in _feeds(g, ids, mask, positions).items():
+            binding.bind_cpu_input(name, array)
+        shape = [count, g.kv_heads, self.capacity, g.head_dim]
+        offset = start * self._row_stride()
+        for past, present, value in zip(g.past_names, g.present_names, self.values, strict=True):
+            ptr = value.data_ptr() + offset
+            binding.bind_input(past, g.device, 0, self.ops.np_type, shape, ptr)
+            binding.bind_output(present, g.device, 0, self.ops.np_type, shape, ptr)
+        logits = np.empty((count, seq, g.vocab_out), dtype=g.logits_dtype)
+        binding.bind_output("logits", "cpu", 0, logits.dtype, list(logits.shape), logits.ctypes.data)
+        g.run_bound(binding)
+        return logits if logits.dtype == np.float32 else logits.astype(np.float32)
+
+
+class PaddedCache:
+    """Left-padded rows of one batch for plain-attention graphs (``present = concat(past, new)``).
+
+    ``values`` are the batch's KV tensors ``[rows, kv_heads, width, head_dim]`` and ``mask`` its
+    attention mask ``[rows, width]`` (1 where a row has a position, 0 in padding and holes).
+    """
+
+    def __init__(self, graph: DecoderSession, ops: KVOps) -> None:
+        self.graph = graph
+        self.ops = ops
+        self.values: list[ort.OrtValue] = []
+        self.mask = np.zeros((0, 0), np.int64)
+        self.position_bytes = position_bytes(graph)
+
+    @property
+    def rows(self) -> int:
+        return int(self.mask.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.mask.shape[1])
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.width * self.position_bytes
+
+    def release(self) -> None:
+        self.values = []
+        self.mask = np.zeros((0, 0), np.int64)
+
+    def prefill(
+        self, past: list[ort.OrtValue] | None, ids: np.ndarray, done: int
+    ) -> tuple[npt.NDArray[np.float32], list[ort.OrtValue]]:
+        """One prompt chunk of a row that is not in the batch yet (its own cache ``past``)."""
+        g = self.graph
+        past = past if past is not None else g.empty_past(1)
+        seq = ids.shape[1]
+        mask = np.ones((1, done + seq), np.int64)
+        positions = np.arange(done, done + seq, dtype=np.int64)[None, :]
+        logits, present = g.step(_feeds(g, ids, mask, positions), past)
+        return logits, present
+
+    def join(self, past: list[ort.OrtValue], length: int, copies: int) -> None:
+        """Append ``copies`` rows holding the ``length`` positions of ``past`` (a one-row cache)."""
+        width = max(self.width, length)
+        rows = [0] * copies
+        new_mask = np.zeros((copies, width), np.int64)
+        new_mask[:, width - length :] = 1
+        if not self.values:
+            self.values = self.ops.gather(past, rows, 0, length) if copies > 1 else list(past)
+            self.mask = new_mask
+            return
+        self.values = self.ops.join(self.values, past, rows, width - self.width, width - length)
+        old = np.zeros((self.rows, width), np.int64)
+        old[:, width - self.width :] = self.mask
+        self.mask = np.concatenate([old, new_mask], axis=0)
+
+    def keep(self, rows: Sequence[int]) -> None:
+        """Keep only ``rows`` (in that order); cut the leading columns none of them uses."""
+        if not rows:
+            self.release()
+            return
+        mask = self.mask[list(rows)]
+        used = np.flatnonzero(mask.any(axis=0))
+        start = int(used[0]) if used.size else 0
+        if list(rows) == list(range(self.rows)) and start == 0:
+            return
+        self.values = self.ops.gather(self.values, rows, start, self.width)
+        self.mask = np.ascontiguousarray(mask[:, start:])
+
+    def step(self, ids: np.ndarray, take: np.ndarray, positions: np.ndarray) -> npt.NDArray[np.float32]:
+        """One decode step for every row: ``take[r]`` 1 for the rows that advance, 0 for a hole."""
+        g = self.graph
+        mask = np.concatenate([self.mask, take.reshape(-1, 1).astype(np.int64)], axis=1)
+        logits, present = g.step(_feeds(g, ids, mask, positions), self.values)
+        self.values = present
+        self.mask = mask
+        return logits

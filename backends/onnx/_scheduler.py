@@ -1,0 +1,609 @@
+"""Continuous batching: :class:`BatchScheduler` runs every active generation of a model in one
+decode step per iteration.
+
+One worker thread per model (started when a generation arrives, gone when none is left) loops:
+
+1. **admit** waiting rows, first come first served, while the batch has room (``max_batch``
+   rows) and the KV cache stays within ``max_kv_tokens`` positions;
+2. **prefill** prompts in chunks of ``prefill_chunk`` tokens, at least one chunk and about
+   ``prefill_chunk`` tokens per iteration, so a long prompt delays the others' next token by one
+   chunk at a time instead of by its whole prompt; a row whose prompt is done samples its first
+   token and joins the decode batch;
+3. **decode** one step for every decoding row at once, then each row samples with its own
+   sampler, stop ids, EOS ids, budget and seed, and emits its id (on this thread).
+
+A row that ends (EOS, stop id, budget, context, failure) or is disposed leaves at once and its
+KV cache is freed; the rest go on. Rows whose prompts are equal token for token and arrive together
+(``n > 1``: :meth:`~rxstream.backends.OnnxModel.generate_n`) are prefilled once: the others start
+from a copy of that KV cache and of its last logits. A row can be paused by its consumer
+(``ready`` returns False while it is behind): it skips decode steps without holding the others.
+
+Exactness: each row's sampler sees its own logits row; a row's prefill is chunked the same way
+alone or in company. Batched matrix products round differently from one-row ones, so logits
+differ by float rounding (measured in tests/backends/test_scheduler.py: below 1e-4 on the test
+models); greedy ids match on the test prompts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+import reactivex
+from reactivex import Observable, abc
+from reactivex.disposable import Disposable
+
+from rxstream import Finish, FinishCallback, FinishOnce, FinishReason
+
+from ._generation import GenerateCall, make_sampler
+from ._kvcache import KVOps, PaddedCache, SlotCache, batch_layout
+from ._sampling import check_int
+from ._session import DecoderSession
+
+__all__ = ["BatchConfig", "BatchRow", "BatchScheduler", "batched_observable"]
+
+log = logging.getLogger("rxstream.backends")
+
+_CAPACITY_STEP = 64
+"""Slot capacity grows in multiples of this many positions."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchConfig:
+    """How a model batches concurrent generations (:meth:`OnnxModel.load`'s ``batching``).
+
+    Attributes:
+        max_batch: rows decoded together at most; more wait (first come, first served).
+        max_kv_tokens: KV-cache positions at most, all rows together, counted as allocated
+            (slots x capacity: rows are padded to the longest reservation, prompt plus
+            ``max_new_tokens``); a row that cannot fit even alone fails with a ``ValueError``.
+        prefill_chunk: prompt tokens per prefill pass. Larger chunks prefill faster (bigger matrix
+            products), smaller ones let the decoding rows' next tokens out sooner while a long
+            prompt is read (a decode step waits for at most about one chunk of prefill).
+    """
+
+    max_batch: int = 16
+    max_kv_tokens: int = 65536
+    prefill_chunk: int = 256
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch", "max_kv_tokens", "prefill_chunk"):
+            check_int("BatchConfig", name, getattr(self, name), minimum=1)
+
+
+class BatchRow:
+    """One generation in the scheduler: its prompt, sampler, state and observer."""
+
+    __slots__ = (
+        "call",
+        "cancelled",
+        "done",
+        "finish",
+        "followers",
+        "leader",
+        "length",
+        "next_token",
+        "observer",
+        "past",
+        "prefilled",
+        "produced",
+        "prompt",
+        "ready",
+        "reserved",
+        "sampler",
+        "slot",
+        "state",
+    )
+
+    def __init__(
+        self,
+        call: GenerateCall,
+        prompt: list[int],
+        observer: abc.ObserverBase[int],
+        on_finish: FinishCallback | None,
+        seed: int | None,
+        ready: Callable[[], bool] | None,
+    ) -> None:
+        self.call = call
+        self.prompt = prompt
+        self.observer = observer
+        self.finish = FinishOnce(on_finish)
+        self.sampler = make_sampler(call, prompt, seed)
+        self.ready = ready
+        self.reserved = min(len(prompt) + call.params.max_new_tokens, call.max_length)
+        self.state = "waiting"  # waiting, prefill, follow, decode, done
+        self.cancelled = False
+        self.done = False
+        """Set once the row has left the scheduler (its KV cache freed)."""
+        self.prefilled = 0
+        self.length = 0
+        self.produced = 0
+        self.next_token = 0
+        self.slot = -1
+        self.past: list[ort.OrtValue] | None = None
+        self.leader: BatchRow | None = None
+        self.followers: list[BatchRow] = []
+
+
+class BatchScheduler:
+    """Continuous batching over one model session (see the module documentation)."""
+
+    def __init__(self, graph: DecoderSession, config: BatchConfig, max_length: int) -> None:
+        layout = batch_layout(graph)
+        if layout is None:
+            raise ValueError("BatchScheduler: this graph cannot batch rows of different lengths")
+        self.graph = graph
+        self.config = config
+        self.max_length = max_length
+        self.layout = layout
+        ops = KVOps(graph)
+        self._slots = SlotCache(graph, ops) if layout == "slots" else None
+        self._padded = PaddedCache(graph, ops) if layout == "padded" else None
+        self._cond = threading.Condition()
+        self._waiting: deque[BatchRow] = deque()
+        self._rows: list[BatchRow] = []
+        """Admitted rows (worker thread only); slot layout: ``_rows[i].slot == i``."""
+        self._thread: threading.Thread | None = None
+        self._steps = 0
+        self._prefill_tokens = 0
+        self._peak_rows = 0
+        self._snapshot: dict[str, Any] = {}
+        self._update_snapshot()
+
+    # ------------------------------------------------------------------ any thread
+    def submit(self, row: BatchRow) -> None:
+        """Queue a row; the worker admits it at its next iteration."""
+        row.call.track(1)
+        with self._cond:
+            self._waiting.append(row)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name="rxstream-batch", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def cancel(self, row: BatchRow) -> None:
+        """Cancel a row (its subscription was disposed): it leaves before the next step."""
+        row.cancelled = True
+        try:
+            row.finish(Finish(FinishReason.CANCELLED))
+        except Exception:  # the subscriber is gone; nothing to route it to
+            log.exception("generate: on_finish raised on cancellation")
+        with self._cond:
+            if row.state == "waiting" and row in self._waiting:
+                self._waiting.remove(row)
+                row.state = "done"
+                row.done = True
+                row.call.track(-1)
+            self._cond.notify()
+
+    def stats(self) -> dict[str, Any]:
+        """Occupancy and KV memory, as of the worker's last iteration (JSON-ready)."""
+        with self._cond:
+            return {**self._snapshot, "waiting": len(self._waiting)}
+
+    @property
+    def running(self) -> bool:
+        """Whether the worker thread is alive."""
+        with self._cond:
+            return self._thread is not None
+
+    # ------------------------------------------------------------------ worker thread
+    def _work(self) -> None:
+        try:
+            while self._iterate():
+                pass
+        except BaseException as exc:  # a bug in the loop itself: end every row with it
+            log.exception("batch scheduler failed")
+            error = exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+            rows, self._rows = self._rows, []
+            self._release()
+            with self._cond:
+                waiting = list(self._waiting)
+                self._waiting.clear()
+            for row in [*rows, *waiting]:
+                if row.state != "done":
+                    self._fail(row, error)
+                if not row.done:
+                    row.done = True
+                    row.call.track(-1)
+            self._update_snapshot()
+            with self._cond:
+                self._thread = None
+                if self._waiting:  # submitted meanwhile: a fresh worker takes them
+                    self._thread = threading.Thread(target=self._work, name="rxstream-batch", daemon=True)
+                    self._thread.start()
+
+    def _iterate(self) -> bool:
+        """One iteration; False when nothing is left (the thread then ends)."""
+        self._reap()
+        with self._cond:
+            admitted, ended = self._admit()
+            if not self._rows and not admitted and not self._waiting and not ended:
+                self._release()
+                self._thread = None
+                self._update_snapshot()
+                return False
+        for row, error in ended:
+            if error is None:
+                self._end(row, Finish(FinishReason.LENGTH))
+            else:
+                self._fail(row, error)
+            row.done = True
+            row.call.track(-1)
+        for row in admitted:
+            self._place(row)
+        self._update_snapshot()
+        prefilling = [r for r in self._rows if r.state == "prefill" and not r.cancelled]
+        decoding = [r for r in self._rows if r.state == "decode" and not r.cancelled and _ready(r)]
+        if not prefilling and not decoding:
+            with self._cond:  # every row is paused (or cancelled): wait for a change
+                self._cond.wait(0.005)
+            return True
+        if prefilling:
+            self._prefill(prefilling)
+        decoding = [r for r in decoding if not r.cancelled and r.state == "decode"]
+        if decoding:
+            self._decode(decoding)
+        self._reap()
+        return True
+
+    # ------------------------------------------------------------------ admission
+    def _admit(self) -> tuple[list[BatchRow], list[tuple[BatchRow, Exception | None]]]:
+        """Rows taken from the queue now (under the lock), first come first served; and rows that
+        end without running (no budget: None; cannot fit: the error), to report outside the lock."""
+        admitted: list[BatchRow] = []
+        ended: list[tuple[BatchRow, Exception | None]] = []
+        leaders = {tuple(r.prompt): r for r in self._rows if r.state == "prefill" and not r.cancelled}
+        while self._waiting:
+            row = self._waiting[0]
+            if row.call.params.max_new_tokens == 0:
+                self._waiting.popleft()
+                ended.append((row, None))
+                continue
+            count = len(self._rows) + len(admitted)
+            if count >= self.config.max_batch:
+                break
+            need = self._footprint([*self._rows, *admitted, row])
+            if need > self.config.max_kv_tokens:
+                if count == 0:  # it cannot fit even alone
+                    self._waiting.popleft()
+                    error = ValueError(
+                        f"generate: prompt plus max_new_tokens needs {need} KV positions, more than "
+                        f"the batch's max_kv_tokens ({self.config.max_kv_tokens})"
+                    )
+                    ended.append((row, error))
+                    continue
+                break
+            self._waiting.popleft()
+            key = tuple(row.prompt)
+            leader = leaders.get(key)
+            if leader is not None:
+                row.leader = leader
+                leader.followers.append(row)
+                row.state = "follow"
+            else:
+                leaders[key] = row
+                row.state = "prefill"
+            admitted.append(row)
+        return admitted, ended
+
+    def _footprint(self, rows: Sequence[BatchRow]) -> int:
+        """KV positions allocated for ``rows`` (slots x capacity, or rows x width when padded)."""
+        if not rows:
+            return 0
+        if self._slots is not None:
+            return _slot_count(len(rows), self.config.max_batch) * self._capacity_for(rows)
+        width = max(self._padded.width if self._padded else 0, *(r.reserved for r in rows))
+        return len(rows) * width
+
+    def _capacity_for(self, rows: Sequence[BatchRow]) -> int:
+        need = max(r.reserved for r in rows)
+        return min(-(-need // _CAPACITY_STEP) * _CAPACITY_STEP, max(self.max_length, need))
+
+    def _place(self, row: BatchRow) -> None:
+        """Give an admitted row its place in the cache."""
+        self._rows.append(row)
+        self._peak_rows = max(self._peak_rows, len(self._rows))
+        if self._slots is not None:
+            row.slot = len(self._rows) - 1
+            self._fit_slots(len(self._rows) - 1)
+
+    def _fit_slots(self, live: int) -> None:
+        """Size the slot buffers for the admitted rows, keeping slots ``0 .. live-1``.
+
+        They grow to exactly what the rows need (so the allocation stays within
+        ``max_kv_tokens``, checked at admission) and shrink once they hold four times the slots or
+        twice the capacity the rows need; when no row is left they are freed.
+        """
+        cache = self._slots
+        assert cache is not None
+        if not self._rows:
+            cache.release()
+            return
+        slots = _slot_count(len(self._rows), self.config.max_batch)
+        capacity = self._capacity_for(self._rows)
+        grow = slots > cache.slots or capacity > cache.capacity
+        shrink = cache.slots >= 4 * slots or cache.capacity >= 2 * capacity + _CAPACITY_STEP
+        if grow or shrink:
+            cache.reserve(slots, capacity, live)
+
+    # ------------------------------------------------------------------ leaving
+    def _reap(self) -> None:
+        """Remove rows that ended or were cancelled; free their cache (compacting the slots)."""
+        gone = [r for r in self._rows if r.cancelled or r.state == "done"]
+        if not gone:
+            return
+        for row in gone:
+            self._handle_orphans(row)
+        gone = [r for r in self._rows if r.cancelled or r.state == "done"]
+        if self._slots is not None:
+            for row in sorted(gone, key=lambda r: -r.slot):
+                last = self._rows[-1]
+                if last is not row:
+                    if last.state in ("decode", "prefill"):
+                        self._slots.copy_slot(last.slot, row.slot)
+                    last.slot = row.slot
+                    self._rows[row.slot] = last
+                self._rows.pop()
+            self._fit_slots(len(self._rows))
+        else:
+            kept = [r for r in self._rows if r not in gone]
+            if self._padded is not None:
+                in_batch = sorted((r for r in self._rows if r.slot >= 0), key=lambda r: r.slot)
+                keep = [r.slot for r in in_batch if r not in gone]
+                self._padded.keep(keep)
+                for index, r in enumerate(r for r in in_batch if r not in gone):
+                    r.slot = index
+            self._rows = kept
+        for row in gone:
+            row.past = None
+            row.state = "done"
+            if not row.done:
+                row.done = True
+                row.call.track(-1)
+
+    def _handle_orphans(self, row: BatchRow) -> None:
+        """A prefilling leader left: its first follower prefills instead, the others follow it."""
+        if not row.followers:
+            return
+        heirs = [f for f in row.followers if not f.cancelled and f.state == "follow"]
+        row.followers = []
+        if not heirs:
+            return
+        new_leader = heirs[0]
+        new_leader.leader = None
+        new_leader.state = "prefill"
+        new_leader.followers = heirs[1:]
+        for f in heirs[1:]:
+            f.leader = new_leader
+
+    def _release(self) -> None:
+        if self._slots is not None:
+            self._slots.release()
+        if self._padded is not None:
+            self._padded.release()
+
+    # ------------------------------------------------------------------ prefill
+    def _prefill(self, rows: list[BatchRow]) -> None:
+        """About ``prefill_chunk`` prompt tokens, whole chunks, oldest rows first."""
+        budget = self.config.prefill_chunk
+        for row in rows:
+            if budget <= 0:
+                break
+            chunk = self.config.prefill_chunk
+            while budget > 0 and row.prefilled < len(row.prompt) and not row.cancelled:
+                end = min(row.prefilled + chunk, len(row.prompt))
+                ids = np.asarray([row.prompt[row.prefilled : end]], dtype=np.int64)
+                try:
+                    logits = self._prefill_pass(row, ids)
+                except Exception as exc:
+                    self._fail_group(row, exc)
+                    break
+                budget -= end - row.prefilled
+                self._prefill_tokens += end - row.prefilled
+                row.prefilled = end
+                if end == len(row.prompt):
+                    self._start_decoding(row, logits[0, -1])
+
+    def _prefill_pass(self, row: BatchRow, ids: np.ndarray) -> npt.NDArray[np.float32]:
+        done, seq = row.prefilled, ids.shape[1]
+        if self._slots is not None:
+            mask = np.ones((1, done + seq), np.int64)
+            positions = np.arange(done, done + seq, dtype=np.int64)[None, :]
+            return self._slots.run(row.slot, ids, mask, positions)
+        assert self._padded is not None
+        logits, row.past = self._padded.prefill(row.past, ids, done)
+        return np.asarray(logits, dtype=np.float32)
+
+    def _start_decoding(self, row: BatchRow, last: npt.NDArray[np.float32]) -> None:
+        """The prompt is in the cache: copy it to the followers, sample every first token."""
+        followers = [f for f in row.followers if not f.cancelled and f.state == "follow"]
+        row.followers = []
+        group = [row, *followers]
+        length = len(row.prompt)
+        if self._slots is not None:
+            for f in followers:
+                self._slots.copy_slot(row.slot, f.slot)
+        else:
+            assert self._padded is not None and row.past is not None
+            first = self._padded.rows
+            self._padded.join(row.past, length, len(group))
+            row.past = None
+            for i, member in enumerate(group):
+                member.slot = first + i
+        for member in group:
+            member.leader = None
+            member.prefilled = length
+            member.length = length
+            member.state = "decode"
+        for member in group:
+            self._emit(member, last)
+
+    # ------------------------------------------------------------------ decode
+    def _decode(self, rows: list[BatchRow]) -> None:
+        """One decode step for ``rows`` (the others skip it)."""
+        try:
+            logits = self._decode_pass(rows)
+        except Exception as exc:
+            for row in rows:
+                self._fail(row, exc)
+            return
+        self._steps += 1
+        for row, row_logits in zip(rows, logits, strict=True):
+            row.length += 1
+            if not row.cancelled:
+                self._emit(row, row_logits)
+
+    def _decode_pass(self, rows: list[BatchRow]) -> list[npt.NDArray[np.float32]]:
+        taking = {id(r) for r in rows}
+        if self._slots is not None:
+            count = max(r.slot for r in rows) + 1
+            members = self._rows[:count]
+            # a row that skips this step writes one unused position past its length (overwritten
+            # when it goes on); its logits are dropped
+            lengths = np.asarray(
+                [r.length if r.state == "decode" else r.prefilled for r in members], np.int64
+            )
+            ids = np.asarray([[r.next_token if id(r) in taking else 0] for r in members], np.int64)
+            width = int(lengths.max()) + 1
+            mask = (np.arange(width)[None, :] <= lengths[:, None]).astype(np.int64)
+            out = self._slots.run(0, ids, mask, lengths[:, None])
+            return [out[r.slot, 0] for r in rows]
+        assert self._padded is not None
+        members = sorted((r for r in self._rows if r.slot >= 0), key=lambda r: r.slot)
+        ids = np.asarray([[r.next_token if id(r) in taking else 0] for r in members], np.int64)
+        take = np.asarray([1 if id(r) in taking else 0 for r in members], np.int64)
+        positions = np.asarray([[r.length] for r in members], np.int64)
+        out = self._padded.step(ids, take, positions)
+        return [np.asarray(out[r.slot, -1], dtype=np.float32) for r in rows]
+
+    # ------------------------------------------------------------------ a row's tokens and end
+    def _emit(self, row: BatchRow, logits: npt.NDArray[np.float32]) -> None:
+        """Sample the row's next id from its logits; emit it or end the row."""
+        call = row.call
+        try:
+            token = row.sampler(logits)
+        except Exception as exc:
+            self._fail(row, exc)
+            return
+        if token in call.stops:
+            self._end(row, Finish(FinishReason.STOP, stop=token))
+            return
+        if token in call.eos:
+            self._end(row, Finish(FinishReason.EOS))
+            return
+        if row.cancelled:
+            return
+        try:
+            row.observer.on_next(token)
+        except Exception as exc:
+            self._fail(row, exc)
+            return
+        row.produced += 1
+        row.next_token = token
+        if row.cancelled:
+            return
+        if row.produced >= call.params.max_new_tokens or len(row.prompt) + row.produced >= call.max_length:
+            self._end(row, Finish(FinishReason.LENGTH))
+
+    def _end(self, row: BatchRow, finish: Finish) -> None:
+        row.state = "done"
+        try:
+            owned = row.finish(finish)
+        except Exception as exc:  # on_finish raised: the stream still ends, with that error
+            row.observer.on_error(exc)
+            return
+        if owned:
+            row.observer.on_completed()
+
+    def _fail(self, row: BatchRow, exc: Exception) -> None:
+        row.state = "done"
+        try:
+            owned = row.finish(Finish(FinishReason.ERROR, error=exc))
+        except Exception:  # claimed, but on_finish raised: the error still goes on
+            log.exception("generate: on_finish raised on a failure")
+            owned = True
+        if owned:
+            row.observer.on_error(exc)
+
+    def _fail_group(self, row: BatchRow, exc: Exception) -> None:
+        followers = [f for f in row.followers if f.state == "follow"]
+        row.followers = []
+        for member in [row, *followers]:
+            self._fail(member, exc)
+
+    # ------------------------------------------------------------------ stats
+    def _update_snapshot(self) -> None:
+        rows = self._rows
+        if self._slots is not None:
+            nbytes, slots, capacity = self._slots.nbytes, self._slots.slots, self._slots.capacity
+            allocated = slots * capacity
+        else:
+            assert self._padded is not None
+            nbytes, slots = self._padded.nbytes, self._padded.rows
+            allocated = self._padded.rows * self._padded.width
+            capacity = self._padded.width
+        snapshot = {
+            "layout": self.layout,
+            "rows": len(rows),
+            "decoding": sum(1 for r in rows if r.state == "decode"),
+            "prefilling": sum(1 for r in rows if r.state in ("prefill", "follow")),
+            "max_batch": self.config.max_batch,
+            "peak_rows": self._peak_rows,
+            "slots": slots,
+            "kv_capacity": capacity,
+            "kv_allocated_tokens": allocated,
+            "kv_used_tokens": sum(r.length if r.state == "decode" else r.prefilled for r in rows),
+            "kv_bytes": nbytes,
+            "max_kv_tokens": self.config.max_kv_tokens,
+            "prefill_chunk": self.config.prefill_chunk,
+            "decode_steps": self._steps,
+            "prefill_tokens": self._prefill_tokens,
+        }
+        with self._cond:
+            self._snapshot = snapshot
+
+
+def _ready(row: BatchRow) -> bool:
+    """Whether a row's consumer takes more now (a predicate that raises counts as ready)."""
+    if row.ready is None:
+        return True
+    try:
+        return bool(row.ready())
+    except Exception:
+        log.exception("generate: ready() raised")
+        return True
+
+
+def _slot_count(rows: int, max_batch: int) -> int:
+    """Slots allocated for ``rows``: the next power of two, at most ``max_batch``."""
+    return min(1 << max(rows - 1, 0).bit_length(), max(max_batch, rows))
+
+
+def batched_observable(
+    scheduler: Callable[[], BatchScheduler],
+    call: GenerateCall,
+    prompt: list[int],
+    on_finish: FinishCallback | None,
+    seed: int | None,
+    ready: Callable[[], bool] | None,
+) -> Observable[int]:
+    """The cold observable a batched :meth:`OnnxModel.generate` returns: each subscription is a row
+    of the model's scheduler (made on first use); disposing cancels that row only."""
+
+    def subscribe(
+        observer: abc.ObserverBase[int], _scheduler: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        batch = scheduler()
+        row = BatchRow(call, prompt, observer, on_finish, seed, ready)
+        batch.submit(row)
+        return Disposable(lambda: batch.cancel(row))
+
+    return reactivex.create(subscribe)
