@@ -10,10 +10,11 @@ import only the core (:mod:`rxstream`), never the operators or the CLI/server.
 """
 
 from .convert import ModelCacheError, build_tiny_model, default_cache_dir, pull_model
-from .onnx import OnnxModel, default_scheduler
+from .onnx import BatchConfig, OnnxModel, default_scheduler
 from .openai import OpenAIBackend, OpenAIBackendError
 
 __all__: list[str] = [
+    "BatchConfig",
     "ModelCacheError",
     "OnnxModel",
     "OpenAIBackend",

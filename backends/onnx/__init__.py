@@ -10,6 +10,10 @@ Modules (all private; import from here or from :mod:`rxstream.backends`):
 * ``_generation``: one run of ``generate`` (decode loop, cancellation, its end reported once);
   :func:`default_scheduler`.
 * ``_batch``: one run of ``generate_batch`` (a left-padded batch, each row ending on its own).
+* ``_scheduler``: :class:`BatchScheduler`, continuous batching of concurrent ``generate``
+  subscriptions (admission, chunked prefill, one decode step for all rows), :class:`BatchConfig`.
+* ``_kvcache``: the KV caches rows of different lengths share (slots for GroupQueryAttention
+  graphs, left padding for plain ones) and the small ONNX graphs that move their blocks.
 * ``_sampling``: :class:`Sampler` (greedy, temperature, top-k/top-p, repetition penalty).
 * ``_chat``: the Jinja chat template.
 * ``_config``: :class:`DecoderConfig` (``config.json``), :func:`sampling_defaults`
@@ -24,6 +28,16 @@ from ._config import DecoderConfig, sampling_defaults
 from ._generation import default_scheduler
 from ._model import OnnxModel
 from ._sampling import Sampler
+from ._scheduler import BatchConfig, BatchScheduler
 from ._session import Provider
 
-__all__ = ["DecoderConfig", "OnnxModel", "Provider", "Sampler", "default_scheduler", "sampling_defaults"]
+__all__ = [
+    "BatchConfig",
+    "BatchScheduler",
+    "DecoderConfig",
+    "OnnxModel",
+    "Provider",
+    "Sampler",
+    "default_scheduler",
+    "sampling_defaults",
+]

@@ -154,6 +154,7 @@ class BatchScheduler:
         self._steps = 0
         self._prefill_tokens = 0
         self._peak_rows = 0
+        self._peak_kv = 0
         self._snapshot: dict[str, Any] = {}
         self._update_snapshot()
 
@@ -300,8 +301,11 @@ class BatchScheduler:
             return 0
         if self._slots is not None:
             return _slot_count(len(rows), self.config.max_batch) * self._capacity_for(rows)
-        width = max(self._padded.width if self._padded else 0, *(r.reserved for r in rows))
-        return len(rows) * width
+        # padded: every row spans the batch's width, which grows by one column per step until the
+        # longest-running row ends (holes of paused rows are not foreseen)
+        width = max(self._padded.width if self._padded else 0, *(len(r.prompt) for r in rows))
+        remaining = max(r.reserved - max(r.length, len(r.prompt)) for r in rows)
+        return len(rows) * (width + remaining)
 
     def _capacity_for(self, rows: Sequence[BatchRow]) -> int:
         need = max(r.reserved for r in rows)
@@ -550,6 +554,7 @@ class BatchScheduler:
             nbytes, slots = self._padded.nbytes, self._padded.rows
             allocated = self._padded.rows * self._padded.width
             capacity = self._padded.width
+        self._peak_kv = max(self._peak_kv, allocated)
         snapshot = {
             "layout": self.layout,
             "rows": len(rows),
@@ -560,6 +565,7 @@ class BatchScheduler:
             "slots": slots,
             "kv_capacity": capacity,
             "kv_allocated_tokens": allocated,
+            "peak_kv_allocated_tokens": self._peak_kv,
             "kv_used_tokens": sum(r.length if r.state == "decode" else r.prefilled for r in rows),
             "kv_bytes": nbytes,
             "max_kv_tokens": self.config.max_kv_tokens,

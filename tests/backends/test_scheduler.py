@@ -1,0 +1,554 @@
+"""Continuous batching (backends/onnx/_scheduler.py) on the tiny models, both KV layouts.
+
+``slots``: the GroupQueryAttention graph (right padding, one buffer per KV tensor, rows in slots);
+``padded``: the plain-attention graph (left padding, concat cache). Every batched row is compared
+with the same generation run alone (a model loaded with ``batching=False``): the same ids, logits
+within float rounding, the same seeded samples.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from reactivex import operators as ops
+
+from rxstream import Finish, FinishReason, FinishRecorder
+from rxstream.backends import OnnxModel, build_tiny_model
+from rxstream.backends.onnx import BatchConfig, Sampler
+from rxstream.backends.onnx import _generation, _kvcache, _scheduler
+
+LOGIT_TOLERANCE = 1e-4
+"""Largest |batched - alone| logit difference allowed on the tiny models (measured: ~5e-6)."""
+
+
+@pytest.fixture(scope="module")
+def gqa_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "gqa", seed=0, attention="gqa")
+
+
+@pytest.fixture(params=["slots", "padded"])
+def layout_dir(request: pytest.FixtureRequest, tiny_dir: Path) -> Path:
+    """A tiny model directory whose main graph batches with the given layout."""
+    if request.param == "padded":
+        return tiny_dir
+    directory: Path = request.getfixturevalue("gqa_dir")
+    return directory
+
+
+def load(directory: Path, **batching: Any) -> OnnxModel:
+    return OnnxModel.load(directory, provider="cpu", batching=BatchConfig(**batching) if batching else True)
+
+
+@pytest.fixture
+def alone(layout_dir: Path) -> OnnxModel:
+    return OnnxModel.load(layout_dir, provider="cpu", batching=False)
+
+
+def prompt_of(model: OnnxModel, text: str = "What is the capital of France?") -> list[int]:
+    return model.encode_chat([{"role": "user", "content": text}])
+
+
+def single(model: OnnxModel, prompt: list[int], **kw: Any) -> tuple[list[int], Finish]:
+    rec = FinishRecorder()
+    ids: list[int] = model.generate(prompt, on_finish=rec, **kw).pipe(ops.to_list()).run()
+    assert rec.finish is not None
+    return ids, rec.finish
+
+
+@dataclass
+class Run:
+    """One subscription's ids, end and errors."""
+
+    ids: list[int] = field(default_factory=list)
+    recorder: FinishRecorder = field(default_factory=FinishRecorder)
+    errors: list[BaseException] = field(default_factory=list)
+    ended: threading.Event = field(default_factory=threading.Event)
+    subscription: Any = None
+
+    @property
+    def finish(self) -> Finish | None:
+        return self.recorder.finish
+
+
+def start(model: OnnxModel, prompt: list[int], ready: Callable[[], bool] | None = None, **kw: Any) -> Run:
+    run = Run()
+
+    def error(exc: BaseException) -> None:
+        run.errors.append(exc)
+        run.ended.set()
+
+    obs = model.generate(prompt, on_finish=run.recorder, ready=ready, **kw)
+    run.subscription = obs.subscribe(run.ids.append, error, run.ended.set)
+    return run
+
+
+def wait_idle(model: OnnxModel, timeout: float = 10.0) -> None:
+    """Every row gone, its KV memory freed, the worker thread ended."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stats = model.batch_stats() or {}
+        if (
+            model.active_generations == 0
+            and stats.get("rows", 0) == 0
+            and stats.get("kv_bytes", 0) == 0
+            and not batch_threads()
+        ):
+            return
+        time.sleep(0.01)
+    raise AssertionError(
+        f"not idle: {model.active_generations} active, {model.batch_stats()}, {batch_threads()}"
+    )
+
+
+def batch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "rxstream-batch"]
+
+
+class LogitLog:
+    """Records the logits every sampler of a kind of run sees, by prompt (patched ``make_sampler``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, module: Any) -> None:
+        self.logits: dict[tuple[int, ...], list[np.ndarray]] = {}
+        original = module.make_sampler
+
+        def make(call: Any, prompt: Any, seed: int | None) -> Callable[[np.ndarray], int]:
+            sampler = original(call, prompt, seed)
+            seen = self.logits.setdefault(tuple(prompt), [])
+
+            def sample(logits: np.ndarray) -> int:
+                seen.append(np.array(logits, dtype=np.float32, copy=True))
+                return int(sampler(logits))
+
+            return sample
+
+        monkeypatch.setattr(module, "make_sampler", make)
+
+
+def prompts_for(model: OnnxModel) -> list[list[int]]:
+    base = prompt_of(model)
+    other = prompt_of(model, "Tell me a story about a lighthouse keeper and the sea.")
+    return [base, base[:5], base[4:13], [7], other, (base + other)[:40]]
+
+
+# ------------------------------------------------------------------------------------------------
+def test_batched_rows_equal_single_runs(
+    layout_dir: Path, alone: OnnxModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six prompts of different lengths and budgets decoded together give each the ids it gives
+    alone; their logits agree within float rounding."""
+    batched_log = LogitLog(monkeypatch, _scheduler)
+    alone_log = LogitLog(monkeypatch, _generation)
+    model = load(layout_dir)
+    prompts = prompts_for(model)
+    budgets = [30, 12, 25, 20, 30, 18]
+    gate = threading.Event()
+    runs = [
+        start(model, p, gate.is_set, max_new_tokens=n, ignore_eos=True)
+        for p, n in zip(prompts, budgets, strict=True)
+    ]
+    gate.set()
+    assert all(r.ended.wait(30) for r in runs)
+    stats = model.batch_stats()
+    assert stats is not None and stats["peak_rows"] == len(prompts)
+    assert stats["decode_steps"] < sum(budgets) // 2  # really batched
+    worst = 0.0
+    for prompt, n, run in zip(prompts, budgets, runs, strict=True):
+        ids, finish = single(alone, prompt, max_new_tokens=n, ignore_eos=True)
+        assert run.ids == ids
+        assert run.finish == finish == Finish(FinishReason.LENGTH)
+        got, want = batched_log.logits[tuple(prompt)], alone_log.logits[tuple(prompt)]
+        assert len(got) == len(want) == n
+        worst = max(worst, max(float(np.abs(a - b).max()) for a, b in zip(got, want, strict=True)))
+    assert worst <= LOGIT_TOLERANCE
+    wait_idle(model)
+
+
+def test_seeded_sampling_in_a_batch_equals_alone(
+    layout_dir: Path, alone: OnnxModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each row has its own sampler: seeded rows draw what they draw alone, and a fresh sampler
+    with the same seed fed the logits a row saw picks the same ids."""
+    batched_log = LogitLog(monkeypatch, _scheduler)
+    model = load(layout_dir)
+    prompts = prompts_for(model)
+    kw: dict[str, Any] = {
+        "temperature": 1.0,
+        "top_k": 50,
+        "top_p": 0.9,
+        "ignore_eos": True,
+        "max_new_tokens": 20,
+    }
+    gate = threading.Event()
+    runs = [start(model, p, gate.is_set, seed=100 + i, **kw) for i, p in enumerate(prompts)]
+    gate.set()
+    assert all(r.ended.wait(30) for r in runs)
+    for i, (prompt, run) in enumerate(zip(prompts, runs, strict=True)):
+        assert run.ids == single(alone, prompt, seed=100 + i, **kw)[0]
+        replay = Sampler(model.vocab_size, temperature=1.0, top_k=50, top_p=0.9, seed=100 + i)
+        assert [replay(x) for x in batched_log.logits[tuple(prompt)]] == run.ids
+    wait_idle(model)
+
+
+def test_a_row_joins_at_the_next_step_and_leaves_at_once(layout_dir: Path, alone: OnnxModel) -> None:
+    """Rows start while others are decoding (each from the previous one's 3rd token) and end at
+    different times; every one still gives its single-run ids."""
+    model = load(layout_dir)
+    prompts = prompts_for(model)
+    runs: list[Run] = []
+    budgets = [40, 8, 30, 5, 25, 12]
+
+    def chain(i: int) -> None:
+        def on_token(_: int) -> None:
+            if len(runs[i].ids) == 3 and i + 1 < len(prompts) and len(runs) == i + 1:
+                runs.append(Run())
+                launch(i + 1)
+
+        runs[i].ids_hook = on_token  # type: ignore[attr-defined]
+
+    def launch(i: int) -> None:
+        run = runs[i]
+        chain(i)
+
+        def on_next(token: int) -> None:
+            run.ids.append(token)
+            run.ids_hook(token)  # type: ignore[attr-defined]
+
+        obs = model.generate(prompts[i], on_finish=run.recorder, max_new_tokens=budgets[i], ignore_eos=True)
+        run.subscription = obs.subscribe(on_next, run.errors.append, run.ended.set)
+
+    runs.append(Run())
+    launch(0)
+    deadline = time.monotonic() + 30
+    while (
+        len(runs) < len(prompts) or not all(r.ended.is_set() for r in runs)
+    ) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(runs) == len(prompts)
+    for prompt, n, run in zip(prompts, budgets, runs, strict=True):
+        assert run.ended.is_set() and not run.errors
+        assert run.ids == single(alone, prompt, max_new_tokens=n, ignore_eos=True)[0]
+    stats = model.batch_stats()
+    assert stats is not None and stats["peak_rows"] >= 3
+    wait_idle(model)
+
+
+def test_cancel_one_row_mid_batch_others_go_on_unchanged(layout_dir: Path, alone: OnnxModel) -> None:
+    model = load(layout_dir)
+    prompts = prompts_for(model)[:4]
+    gate = threading.Event()
+    runs = [start(model, p, gate.is_set, max_new_tokens=30, ignore_eos=True) for p in prompts]
+    victim = runs[1]
+    stopped_at: list[int] = []
+
+    def watch() -> None:  # dispose from another thread once the victim has 6 ids
+        while len(victim.ids) < 6:
+            time.sleep(0.0005)
+        victim.subscription.dispose()
+        stopped_at.append(len(victim.ids))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    gate.set()
+    watcher.join(30)
+    for i, run in enumerate(runs):
+        if i != 1:
+            assert run.ended.wait(30)
+            assert run.ids == single(alone, prompts[i], max_new_tokens=30, ignore_eos=True)[0]
+    assert victim.finish == Finish(FinishReason.CANCELLED)
+    assert not victim.ended.is_set()  # no completion after the disposal
+    assert len(victim.ids) <= stopped_at[0] + 1  # at most the step already running
+    assert victim.ids == single(alone, prompts[1], max_new_tokens=30, ignore_eos=True)[0][: len(victim.ids)]
+    wait_idle(model)
+
+
+def test_dispose_in_on_next_stops_that_row_before_its_next_step(layout_dir: Path) -> None:
+    model = load(layout_dir)
+    prompts = prompts_for(model)[:3]
+    runs = [Run() for _ in prompts]
+    holder: dict[str, Any] = {}
+
+    def on_next(token: int) -> None:
+        runs[0].ids.append(token)
+        if len(runs[0].ids) == 4:
+            holder["sub"].dispose()
+
+    holder["sub"] = model.generate(
+        prompts[0], on_finish=runs[0].recorder, max_new_tokens=50, ignore_eos=True
+    ).subscribe(on_next)
+    for run, prompt in zip(runs[1:], prompts[1:], strict=True):
+        run.subscription = model.generate(
+            prompt, on_finish=run.recorder, max_new_tokens=20, ignore_eos=True
+        ).subscribe(run.ids.append, run.errors.append, run.ended.set)
+    assert all(r.ended.wait(30) for r in runs[1:])
+    wait_idle(model)
+    assert len(runs[0].ids) == 4
+    assert runs[0].recorder.reports == [Finish(FinishReason.CANCELLED)]
+
+
+def test_32_streams_with_random_disposals_leave_nothing_behind(layout_dir: Path) -> None:
+    model = load(layout_dir, max_batch=8)
+    base = prompts_for(model)
+    rng = random.Random(7)
+    runs: list[Run] = []
+    for i in range(32):
+        prompt = base[i % len(base)] + [rng.randrange(3, 300) for _ in range(rng.randrange(0, 5))]
+        runs.append(start(model, prompt, max_new_tokens=rng.randrange(1, 60), ignore_eos=bool(i % 3)))
+    for run in rng.sample(runs, 16):
+        time.sleep(rng.random() * 0.01)
+        run.subscription.dispose()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(r.ended.is_set() or r.finish is not None for r in runs):
+        time.sleep(0.01)
+    wait_idle(model)
+    for run in runs:
+        assert run.finish is not None and not run.errors
+    stats = model.batch_stats()
+    assert stats is not None and stats["peak_rows"] <= 8
+
+
+def test_generate_without_batching_is_the_old_loop(layout_dir: Path) -> None:
+    model = OnnxModel.load(layout_dir, provider="cpu", batching=False)
+    assert model.batching is None and model.batch_stats() is None
+    prompt = prompts_for(model)[0]
+    assert len(single(model, prompt, max_new_tokens=5, ignore_eos=True)[0]) == 5
+    assert not batch_threads()
+
+
+def test_chunked_prefill_equals_one_pass_and_interleaves_with_decoding(
+    layout_dir: Path, alone: OnnxModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 300-token prompt prefilled 16 tokens at a time: the same ids as one prefill pass, and the
+    rows already decoding keep getting tokens while it is read."""
+    model = load(layout_dir, prefill_chunk=16)
+    base = prompts_for(model)
+    long_prompt = (base[0] + base[4]) * 8
+    long_prompt = long_prompt[:300]
+    events: list[str] = []
+    original = _scheduler.BatchScheduler._prefill_pass
+
+    def prefill_pass(self: Any, row: Any, ids: np.ndarray) -> Any:
+        events.append(f"prefill{len(row.prompt)}")
+        return original(self, row, ids)
+
+    monkeypatch.setattr(_scheduler.BatchScheduler, "_prefill_pass", prefill_pass)
+    first = Run()
+    started = threading.Event()
+
+    def on_next(token: int) -> None:
+        first.ids.append(token)
+        events.append("token")
+        if len(first.ids) == 2:
+            started.set()
+
+    model.generate(base[0], on_finish=first.recorder, max_new_tokens=60, ignore_eos=True).subscribe(
+        on_next, first.errors.append, first.ended.set
+    )
+    assert started.wait(10)
+    second = start(model, long_prompt, max_new_tokens=10, ignore_eos=True)
+    assert first.ended.wait(30) and second.ended.wait(30)
+    chunks = [i for i, e in enumerate(events) if e == "prefill300"]
+    assert len(chunks) == 300 // 16 + 1
+    between = events[chunks[0] : chunks[-1]]
+    assert between.count("token") >= len(chunks) - 2  # a decode step after (nearly) every chunk
+    assert second.ids == single(alone, long_prompt, max_new_tokens=10, ignore_eos=True)[0]
+    assert first.ids == single(alone, base[0], max_new_tokens=60, ignore_eos=True)[0]
+    wait_idle(model)
+
+
+def test_kv_budget_makes_rows_wait_and_a_row_too_big_fails(layout_dir: Path, alone: OnnxModel) -> None:
+    """With room for about two rows, six still all finish exactly (the rest wait their turn); a row
+    whose prompt plus budget cannot fit at all fails with a clear error."""
+    model = load(layout_dir, max_kv_tokens=160)
+    prompts = prompts_for(model)
+    runs = [start(model, p, max_new_tokens=20, ignore_eos=True) for p in prompts]
+    assert all(r.ended.wait(30) for r in runs)
+    stats = model.batch_stats()
+    assert stats is not None and 2 <= stats["peak_rows"] < len(prompts)
+    assert stats["peak_kv_allocated_tokens"] <= 160
+    for prompt, run in zip(prompts, runs, strict=True):
+        assert run.ids == single(alone, prompt, max_new_tokens=20, ignore_eos=True)[0]
+    too_big = start(model, prompts[0], max_new_tokens=300, ignore_eos=True)
+    assert too_big.ended.wait(10)
+    assert isinstance(too_big.errors[0], ValueError) and "max_kv_tokens" in str(too_big.errors[0])
+    assert too_big.finish is not None and too_big.finish.reason is FinishReason.ERROR
+    wait_idle(model)
+
+
+def test_capacity_grows_while_rows_decode(layout_dir: Path, alone: OnnxModel) -> None:
+    """Short rows first, then a long one: the cache grows under the running rows (copying what they
+    hold) and every row still gives its single-run ids."""
+    model = load(layout_dir)
+    prompts = prompts_for(model)
+    gate = threading.Event()
+    short = [start(model, p, gate.is_set, max_new_tokens=10, ignore_eos=True) for p in prompts[:3]]
+    time.sleep(0.05)
+    long_run = start(model, prompts[3], max_new_tokens=200, ignore_eos=True)
+    gate.set()
+    assert all(r.ended.wait(30) for r in [*short, long_run])
+    for p, r in zip(prompts[:3], short, strict=True):
+        assert r.ids == single(alone, p, max_new_tokens=10, ignore_eos=True)[0]
+    assert long_run.ids == single(alone, prompts[3], max_new_tokens=200, ignore_eos=True)[0]
+    wait_idle(model)
+
+
+def test_generate_n_prefills_once(layout_dir: Path, alone: OnnxModel) -> None:
+    model = load(layout_dir)
+    prompt = prompts_for(model)[4]
+    finishes: list[tuple[int, Finish]] = []
+    greedy = model.generate_n(
+        prompt, 4, max_new_tokens=12, ignore_eos=True, on_finish=lambda i, f: finishes.append((i, f))
+    )
+    runs: list[list[int]] = [[] for _ in greedy]
+    done = [threading.Event() for _ in greedy]
+    for obs, ids, event in zip(greedy, runs, done, strict=True):
+        obs.subscribe(ids.append, on_completed=event.set)
+    assert all(e.wait(30) for e in done)
+    expected = single(alone, prompt, max_new_tokens=12, ignore_eos=True)[0]
+    assert runs == [expected] * 4
+    stats = model.batch_stats()
+    assert stats is not None and stats["prefill_tokens"] == len(prompt)  # one prefill for four rows
+    assert sorted(i for i, _ in finishes) == [0, 1, 2, 3]
+    sampled = model.generate_n(prompt, 3, max_new_tokens=12, ignore_eos=True, temperature=1.0, seed=5)
+    results = [[] for _ in sampled]  # type: list[list[int]]
+    events = [threading.Event() for _ in sampled]
+    for obs, ids, event in zip(sampled, results, events, strict=True):
+        obs.subscribe(ids.append, on_completed=event.set)
+    assert all(e.wait(30) for e in events)
+    for i, ids in enumerate(results):
+        assert (
+            ids == single(alone, prompt, max_new_tokens=12, ignore_eos=True, temperature=1.0, seed=5 + i)[0]
+        )
+    wait_idle(model)
+
+
+def test_cancelled_leader_hands_the_prefill_to_a_follower(layout_dir: Path, alone: OnnxModel) -> None:
+    model = load(layout_dir, prefill_chunk=8)
+    prompt = (prompts_for(model)[4] * 3)[:60]
+    streams = model.generate_n(prompt, 3, max_new_tokens=8, ignore_eos=True)
+    runs = [Run() for _ in streams]
+    for obs, run in zip(streams, runs, strict=True):
+        run.subscription = obs.subscribe(run.ids.append, run.errors.append, run.ended.set)
+    runs[0].subscription.dispose()  # the leader, most likely still prefilling
+    assert runs[1].ended.wait(30) and runs[2].ended.wait(30)
+    expected = single(alone, prompt, max_new_tokens=8, ignore_eos=True)[0]
+    assert runs[1].ids == runs[2].ids == expected
+    wait_idle(model)
+
+
+def test_a_paused_row_does_not_hold_the_others(layout_dir: Path, alone: OnnxModel) -> None:
+    model = load(layout_dir)
+    prompts = prompts_for(model)[:2]
+    go = threading.Event()
+    slow = start(model, prompts[0], go.is_set, max_new_tokens=20, ignore_eos=True)
+    fast = start(model, prompts[1], max_new_tokens=20, ignore_eos=True)
+    assert fast.ended.wait(30)
+    assert len(slow.ids) == 1 and not slow.ended.is_set()  # its first id, then it waits
+    go.set()
+    assert slow.ended.wait(30)
+    assert slow.ids == single(alone, prompts[0], max_new_tokens=20, ignore_eos=True)[0]
+    assert fast.ids == single(alone, prompts[1], max_new_tokens=20, ignore_eos=True)[0]
+    wait_idle(model)
+
+
+def test_a_failing_subscriber_fails_its_row_only(layout_dir: Path, alone: OnnxModel) -> None:
+    model = load(layout_dir)
+    prompts = prompts_for(model)[:3]
+    gate = threading.Event()
+    runs = [start(model, p, gate.is_set, max_new_tokens=15, ignore_eos=True) for p in prompts]
+    bad = Run()
+
+    def explode(token: int) -> None:
+        bad.ids.append(token)
+        if len(bad.ids) == 3:
+            raise RuntimeError("subscriber bug")
+
+    model.generate(
+        prompts[0], on_finish=bad.recorder, max_new_tokens=15, ignore_eos=True, ready=gate.is_set
+    ).subscribe(explode, lambda e: (bad.errors.append(e), bad.ended.set()))
+    gate.set()
+    assert bad.ended.wait(30) and all(r.ended.wait(30) for r in runs)
+    assert isinstance(bad.errors[0], RuntimeError) and len(bad.ids) == 3
+    assert bad.finish is not None and bad.finish.reason is FinishReason.ERROR
+    for p, r in zip(prompts, runs, strict=True):
+        assert r.ids == single(alone, p, max_new_tokens=15, ignore_eos=True)[0]
+    wait_idle(model)
+
+
+def test_a_failing_forward_pass_fails_the_rows_in_it_and_the_model_recovers(
+    layout_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = load(layout_dir)
+    prompts = prompts_for(model)[:3]
+    calls = {"n": 0}
+    original = model._session.run_bound
+
+    def flaky(binding: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 6:
+            raise RuntimeError("device lost")
+        original(binding)
+
+    monkeypatch.setattr(model._session, "run_bound", flaky)
+    gate = threading.Event()
+    runs = [start(model, p, gate.is_set, max_new_tokens=10, ignore_eos=True) for p in prompts]
+    gate.set()
+    assert all(r.ended.wait(30) for r in runs)
+    assert any(r.errors for r in runs)
+    for r in runs:
+        assert r.finish is not None
+        if r.errors:
+            assert r.finish.reason is FinishReason.ERROR
+    wait_idle(model)
+    again = start(model, prompts[0], max_new_tokens=5, ignore_eos=True)
+    assert again.ended.wait(10) and len(again.ids) == 5
+    wait_idle(model)
+
+
+def test_max_new_tokens_zero_and_stop_and_eos_end_rows(layout_dir: Path) -> None:
+    model = load(layout_dir)
+    prompt = prompts_for(model)[0]
+    ids, _ = single(model, prompt, max_new_tokens=5, ignore_eos=True)
+    assert single(model, prompt, max_new_tokens=0) == ([], Finish(FinishReason.LENGTH))
+    assert single(model, prompt, max_new_tokens=5, stop_token_ids=[ids[2]])[1] == Finish(
+        FinishReason.STOP, stop=ids[2]
+    )
+    wait_idle(model)
+
+
+def test_batch_config_checks_its_fields() -> None:
+    with pytest.raises(ValueError, match="max_batch"):
+        BatchConfig(max_batch=0)
+    with pytest.raises(TypeError, match="prefill_chunk"):
+        BatchConfig(prefill_chunk=1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="batching"):
+        OnnxModel.load("nope", batching="yes")  # type: ignore[arg-type]
+
+
+def test_layout_is_read_from_the_graph(tiny_dir: Path, gqa_dir: Path) -> None:
+    assert _kvcache.batch_layout(OnnxModel.load(gqa_dir)._session) == "slots"
+    assert _kvcache.batch_layout(OnnxModel.load(tiny_dir)._session) == "padded"
+
+
+@pytest.fixture
+def no_threads_left() -> Iterator[None]:
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 5
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert set(threading.enumerate()) - before == set()
+
+
+def test_the_worker_thread_ends_when_idle(layout_dir: Path, no_threads_left: None) -> None:
+    model = load(layout_dir)
+    for _ in range(3):
+        single(model, prompts_for(model)[0], max_new_tokens=3, ignore_eos=True)
+        wait_idle(model)
