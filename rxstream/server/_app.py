@@ -12,6 +12,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from .._generative_model import GenerativeModel
+from ._generation import batches
 from ._handlers import Handlers
 from ._hosts import HostGuard, parse_allowed_hosts
 from ._limits import ServerLimits
@@ -32,6 +33,7 @@ def create_app(
     model_name: str = "rxstream",
     limits: ServerLimits | None = None,
     allowed_hosts: Sequence[str] = (),
+    batching: bool | None = None,
 ) -> Starlette:
     """The ASGI application serving ``model``: an :class:`~rxstream.backends.OnnxModel`, or any
     :class:`~rxstream.GenerativeModel` (a user's own backend, a replayed recording).
@@ -44,6 +46,12 @@ def create_app(
     returning a cold ``Observable[int]`` that generates on the given ``scheduler`` (a pool of
     ``limits.max_concurrency`` threads owned by the app). ``app.state.stats`` is
     the :class:`~rxstream.server.ServerStats` of the app.
+
+    ``batching``: None (default) runs the generations in the model's own batch when it has one
+    (an :class:`~rxstream.backends.OnnxModel` with ``batching``: continuous batching, one decode
+    step for every request) and on the app's pool otherwise; False always uses the pool (one
+    generation loop per request); True requires the model's batch (``ValueError`` without one).
+    At most ``limits.max_concurrency`` generations run at once either way.
     """
     missing = [name for name in _MEMBERS if not hasattr(model, name)]
     if missing:
@@ -52,8 +60,14 @@ def create_app(
             "a served model provides)"
         )
     limits = limits if limits is not None else ServerLimits()
+    if batching is not None and not isinstance(batching, bool):
+        raise TypeError(f"create_app: batching must be None or a bool, got {batching!r}")
+    can_batch = batches(model)
+    if batching and not can_batch:
+        raise ValueError("create_app: batching=True, but the model does not batch generations")
     scheduler = ThreadPoolScheduler(max_workers=limits.max_concurrency)
     state = ServerState(model, model_name, limits, ServerStats(), context_length(model), scheduler)
+    state.batching = can_batch if batching is None else batching
     handlers = Handlers(state)
     routes = [
         Route("/", handlers.index, methods=["GET"]),
@@ -83,4 +97,5 @@ def create_app(
     app.state.begin_shutdown = state.begin_shutdown
     app.state.limits = limits
     app.state.model = model
+    app.state.batching = state.batching
     return app

@@ -38,7 +38,31 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model-name", default=None, help="model id shown to clients")
     parser.add_argument(
-        "--max-concurrency", type=int, default=4, help="generations running at once (default 4)"
+        "--max-concurrency",
+        type=int,
+        default=16,
+        help="generations running at once: the batch size with --batching on (default 16)",
+    )
+    parser.add_argument(
+        "--batching",
+        choices=("on", "off"),
+        default="on",
+        help="on: requests share one decode step per token (continuous batching; default); "
+        "off: one generation loop per request",
+    )
+    parser.add_argument(
+        "--kv-tokens",
+        type=int,
+        default=65536,
+        metavar="N",
+        help="KV-cache positions the batch may hold, all requests together (default 65536)",
+    )
+    parser.add_argument(
+        "--prefill-chunk",
+        type=int,
+        default=256,
+        metavar="N",
+        help="prompt tokens read per pass between decode steps (default 256)",
     )
     parser.add_argument(
         "--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for"
@@ -102,6 +126,10 @@ def serve_from_args(args: argparse.Namespace) -> int:
     except ServerLimitsError as exc:
         print(f"rxstream serve: {_OPTIONS.get(exc.field, exc.field)} {exc.reason}", file=sys.stderr)
         return 2
+    for option, value in (("--kv-tokens", args.kv_tokens), ("--prefill-chunk", args.prefill_chunk)):
+        if value < 1:
+            print(f"rxstream serve: {option} must be a positive int, got {value}", file=sys.stderr)
+            return 2
     try:
         serve(
             host=args.host,
@@ -113,6 +141,9 @@ def serve_from_args(args: argparse.Namespace) -> int:
             limits=limits,
             allowed_hosts=args.allowed_hosts,
             log_level=args.log_level,
+            batching=args.batching == "on",
+            max_kv_tokens=args.kv_tokens,
+            prefill_chunk=args.prefill_chunk,
         )
     except ServeError as exc:
         print(f"rxstream serve: {exc}", file=sys.stderr)

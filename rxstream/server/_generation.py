@@ -16,7 +16,7 @@ from ..aio import to_async_iterable
 from ._requests import GenerationRequest
 from ._state import ServerState
 
-__all__ = ["Generation", "build_text_stream", "model_defaults"]
+__all__ = ["Generation", "batches", "build_text_stream", "model_defaults"]
 
 
 def model_defaults(model: GenerativeModel) -> SamplingParams:
@@ -35,6 +35,7 @@ def build_text_stream(
     on_token: Callable[[int], None] | None = None,
     scheduler: abc.SchedulerBase | None = None,
     until: reactivex.Observable[Any] | None = None,
+    ready: Callable[[], bool] | None = None,
 ) -> reactivex.Observable[str]:
     """The text of one request: the model's ids through :func:`~rxstream.operators.text_pipeline`
     (``detokenize -> stop -> replace``, the order ``rxstream chat`` uses too).
@@ -44,15 +45,18 @@ def build_text_stream(
     cause); ``on_token`` sees each generated id (on the model's worker thread). ``scheduler`` runs
     the generation loop (default: the model's own pool). ``until`` ends the generation early when
     it emits (server shutdown): the ids stop there and the text completes normally, so the
-    response ends cleanly.
+    response ends cleanly. ``ready`` (for models that batch, see :func:`batches`) pauses the
+    generation while it returns False.
     """
     from rxstream.operators import text_pipeline
 
+    extra: dict[str, Any] = {} if ready is None else {"ready": ready}
     ids: reactivex.Observable[int] = model.generate(
         list(prompt_ids),
         params=request.sampling_params(model_defaults(model)),
         on_finish=on_finish,
         scheduler=scheduler,
+        **extra,
     )
     if until is not None:
 
@@ -76,6 +80,40 @@ def build_text_stream(
 
 _QUEUED_DELTAS = 64
 """Text deltas a generation may queue for its response before its worker thread waits."""
+
+_QUEUED_CHARS = 4096
+"""Characters a batched generation may queue for its response before it pauses (its row skips
+decode steps; the batch's other rows go on)."""
+
+
+def batches(model: GenerativeModel) -> bool:
+    """Whether ``model`` runs concurrent generations in one batch (an
+    :class:`~rxstream.backends.OnnxModel` with ``batching``): then they share its scheduler instead
+    of the server's threads, and a slow reader pauses its own row instead of blocking a thread.
+
+    The model's class must define ``batching`` (and its ``generate`` take ``ready``); a wrapper
+    that only forwards attributes to an inner model (``__getattr__``) keeps the server's threads,
+    since its own ``generate`` may not run on the inner model's batch.
+    """
+    return hasattr(type(model), "batching") and getattr(model, "batching", None) is not None
+
+
+class _Backlog:
+    """Characters a generation has emitted and its response has not taken yet (thread-safe enough:
+    two counters, each written by one side)."""
+
+    __slots__ = ("consumed", "limit", "produced")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.produced = 0
+        self.consumed = 0
+
+    def on_text(self, text: str) -> None:
+        self.produced += len(text)
+
+    def ready(self) -> bool:
+        return self.produced - self.consumed < self.limit
 
 
 class Generation:
@@ -114,6 +152,8 @@ class Generation:
         try:
             stats.generation_started()
             ait: AsyncIterator[str] | None = None
+            batched = self.state.batching
+            backlog = _Backlog(_QUEUED_CHARS) if batched else None
             try:
                 source = build_text_stream(
                     self.state.model,
@@ -121,13 +161,22 @@ class Generation:
                     self.request,
                     on_finish=self.recorder,
                     on_token=self._on_token,
-                    scheduler=self.state.scheduler,
+                    scheduler=None if batched else self.state.scheduler,
                     until=self.state.shutdown,
+                    ready=backlog.ready if backlog is not None else None,
                 )
-                # back-pressure: a client that reads slowly pauses its generation instead of
-                # letting text pile up in memory
-                ait = to_async_iterable(source, maxsize=_QUEUED_DELTAS)
+                if backlog is not None:
+                    # the batch's thread must never wait for one reader: the queue takes what
+                    # comes, and a reader that falls behind pauses its own row
+                    source = source.pipe(ops.do_action(on_next=backlog.on_text))
+                    ait = to_async_iterable(source)
+                else:
+                    # back-pressure: a client that reads slowly pauses its generation instead of
+                    # letting text pile up in memory
+                    ait = to_async_iterable(source, maxsize=_QUEUED_DELTAS)
                 async for delta in ait:
+                    if backlog is not None:
+                        backlog.consumed += len(delta)
                     yield delta
             except Exception as exc:
                 self.error = exc

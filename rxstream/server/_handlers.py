@@ -99,7 +99,8 @@ class Handlers:
 
     async def health(self, _request: Request) -> Response:
         body = {"status": "ok", "model": self.state.model_name, "sampling_defaults": self._defaults()}
-        return JSONResponse({**body, **self.state.stats.snapshot()})
+        batch = {"batching": self.state.batching, "batch": self.state.batch_stats()}
+        return JSONResponse({**body, **self.state.stats.snapshot(), **batch})
 
     async def index(self, _request: Request) -> Response:
         return HTMLResponse(self.page)

@@ -38,7 +38,7 @@ class ServerLimits:
         max_regex_hold: the largest (and the default) ``max_hold`` of a regex rule: the most text
             one rule may hold back, in characters.
         max_messages: most chat messages.
-        max_concurrency: generations running at once.
+        max_concurrency: generations running at once (the batch size when the model batches).
         max_queued: requests waiting for a generation slot; beyond that: 503.
         max_connections: open connections (idle ones included); beyond that uvicorn answers 503.
         header_timeout: seconds a connection may take to send a request's headers (from when it
@@ -62,7 +62,7 @@ class ServerLimits:
     max_regex_chars: int = 256
     max_regex_hold: int = 256
     max_messages: int = 256
-    max_concurrency: int = 4
+    max_concurrency: int = 16
     max_queued: int = 256
     max_connections: int = 1024
     header_timeout: float = 10.0

@@ -87,6 +87,32 @@ def describe_defaults(model: GenerativeModel) -> str:
     return f"{text} (the model's generation_config.json, else greedy; a request's own fields win)"
 
 
+def describe_batching(model: Any, asked: bool) -> str:
+    """How the generations run, in words, for the start-up log."""
+    config = getattr(model, "batching", None)
+    if config is None:
+        why = "--batching off" if not asked else "this model's graph cannot batch rows of different lengths"
+        return f"batching: off ({why}); one generation loop per request"
+    return (
+        f"batching: on (up to {config.max_batch} requests per decode step, {config.max_kv_tokens} KV "
+        f"positions, prefill chunks of {config.prefill_chunk} tokens)"
+    )
+
+
+def _batch_config(batching: bool, limits: ServerLimits, max_kv_tokens: int, prefill_chunk: int) -> Any:
+    """The model's :class:`~rxstream.backends.BatchConfig` (False when batching is off)."""
+    if not batching:
+        return False
+    from rxstream.backends import BatchConfig
+
+    for option, value in (("--kv-tokens", max_kv_tokens), ("--prefill-chunk", prefill_chunk)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ServeError(f"{option} must be a positive int, got {value!r}")
+    return BatchConfig(
+        max_batch=limits.max_concurrency, max_kv_tokens=max_kv_tokens, prefill_chunk=prefill_chunk
+    )
+
+
 class ServeError(RuntimeError):
     """``rxstream serve`` cannot start (the message is one line for the user)."""
 
@@ -123,7 +149,7 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _load_model(model: str, provider: str, int4: bool) -> tuple[Any, str]:
+def _load_model(model: str, provider: str, int4: bool, batching: Any) -> tuple[Any, str]:
     from pathlib import Path
 
     from rxstream.backends import OnnxModel
@@ -135,7 +161,7 @@ def _load_model(model: str, provider: str, int4: bool) -> tuple[Any, str]:
     # give more total throughput in that case (spinning wins only for one stream on idle cores).
     try:
         loaded = OnnxModel.from_pretrained(
-            model, provider=chosen, quantization="int4" if int4 else "fp32", spinning=False
+            model, provider=chosen, quantization="int4" if int4 else "fp32", spinning=False, batching=batching
         )
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         raise ServeError(str(exc)) from None
@@ -153,8 +179,17 @@ def serve(
     limits: ServerLimits | None = None,
     allowed_hosts: Sequence[str] = (),
     log_level: str = "info",
+    batching: bool = True,
+    max_kv_tokens: int = 65536,
+    prefill_chunk: int = 256,
 ) -> None:
     """Load ``model`` (a model directory or a known name) and serve it until interrupted.
+
+    ``batching`` (default): the requests' generations share one batch on the model (continuous
+    batching: up to ``limits.max_concurrency`` rows, ``max_kv_tokens`` KV-cache positions,
+    prompts prefilled ``prefill_chunk`` tokens at a time; see
+    :class:`~rxstream.backends.BatchConfig`); ``batching=False``: one generation loop per request
+    on its own thread (the mode before batching).
 
     The address is taken before the model loads, so a port in use fails at once. On Ctrl-C
     (SIGINT) or SIGTERM open streams get at most two seconds to end; then their generations are
@@ -169,10 +204,17 @@ def serve(
         allowed = parse_allowed_hosts(allowed_hosts)
     except ValueError as exc:
         raise ServeError(str(exc)) from None
+    config = _batch_config(batching, limits, max_kv_tokens, prefill_chunk)
     sock = listen(host, port)
     try:
-        loaded, default_name = _load_model(model, provider, int4)
+        loaded, default_name = _load_model(model, provider, int4, config)
         name = model_name or default_name
+        context = getattr(loaded, "context_length", None)
+        if config and isinstance(context, int) and max_kv_tokens < context:
+            raise ServeError(
+                f"--kv-tokens must hold one request of the whole context ({context} tokens), "
+                f"got {max_kv_tokens}"
+            )
         app = create_app(loaded, model_name=name, limits=limits, allowed_hosts=allowed)
         raise_open_files_limit(limits.max_connections)
         config = uvicorn_config(
@@ -180,6 +222,7 @@ def serve(
         )
         url = url_of(sock)
         print(f"rxstream serve: sampling defaults: {describe_defaults(loaded)}", file=sys.stderr)
+        print(f"rxstream serve: {describe_batching(loaded, batching)}", file=sys.stderr)
         print(
             f"rxstream serve: {name} on {getattr(loaded, 'provider', '?')}, running on {url}/ "
             f"(chat page: {url}/, OpenAI API: {url}/v1)",

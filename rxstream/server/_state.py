@@ -27,7 +27,10 @@ class ServerState:
         limits: what a request may ask for.
         stats: the counters reported at ``/health``.
         context_length: the model's context in tokens, or None when it does not say.
-        scheduler: the pool of ``limits.max_concurrency`` threads the generations run on.
+        scheduler: the pool of ``limits.max_concurrency`` threads the generations run on (when
+            the model does not batch them).
+        batching: whether the generations share the model's batch (continuous batching) instead
+            of the pool.
         semaphore: the generation slots (made on first use, on the serving loop).
         shutdown: emits once when the server begins to shut down; every generation ends there
             (a replay subject: a generation that starts later ends at once).
@@ -39,6 +42,7 @@ class ServerState:
     stats: ServerStats
     context_length: int | None
     scheduler: ThreadPoolScheduler
+    batching: bool = False
     semaphore: asyncio.Semaphore | None = None
     shutdown: ReplaySubject[bool] = field(default_factory=lambda: ReplaySubject(buffer_size=1))
     loop: asyncio.AbstractEventLoop | None = None
@@ -52,6 +56,14 @@ class ServerState:
                 loop.call_soon_threadsafe(self.shutdown.on_next, True)
                 return
         self.shutdown.on_next(True)
+
+    def batch_stats(self) -> dict[str, Any] | None:
+        """The model's batch occupancy and KV memory (when it batches), for ``/health``."""
+        if not self.batching:
+            return None
+        stats = getattr(self.model, "batch_stats", None)
+        result = stats() if callable(stats) else None
+        return result if isinstance(result, dict) else None
 
     def slots(self) -> asyncio.Semaphore:
         if self.semaphore is None:  # created lazily: it must belong to the serving loop
