@@ -1,14 +1,20 @@
-"""Benchmark ``rxstream serve``: 1, 4 and 16 concurrent streaming clients.
+"""Benchmark ``rxstream serve``: 1, 4, 16 and 32 concurrent streaming clients, continuous batching
+on and off side by side.
 
-Starts ``rxstream serve`` in a subprocess (the default model when it is in the cache, else the
-tiny random-weight model), then for each concurrency level runs that many clients at once, each
-streaming ``/v1/chat/completions`` requests back to back. Reports aggregate generated tokens per
-second (completion tokens from the usage chunk / wall time of the level), p50/p95 time to first
-text (TTFT, from sending the request to the first non-empty content delta) and p50 request time.
+Starts ``rxstream serve`` in a subprocess once per mode (``--batching on``: the requests share
+one decode step per token; ``--batching off``: one generation loop per request, the mode before
+batching), on the default model when it is in the cache (``--model int4`` for its int4 build),
+else the tiny random-weight model. For each concurrency level it runs that many clients at once,
+each streaming ``/v1/chat/completions`` requests back to back (greedy; every prompt distinct, so
+no two requests share a prefill). Reports aggregate generated tokens per second (completion
+tokens from the usage chunk / wall time of the level), p50/p95 time to first text (TTFT, from
+sending the request to the first non-empty content delta), p50 request time and the server
+process's peak resident memory during the level (sampled every 20 ms).
 
     .venv/bin/python benchmarks/serve.py                      # default model if cached, else tiny
-    .venv/bin/python benchmarks/serve.py --model tiny --levels 1,4
-    .venv/bin/python benchmarks/serve.py --provider cuda --max-concurrency 16
+    .venv/bin/python benchmarks/serve.py --model int4
+    .venv/bin/python benchmarks/serve.py --model tiny --levels 1,4 --modes on
+    .venv/bin/python benchmarks/serve.py --provider cuda --max-concurrency 32
 
 Results go to ``benchmarks/results/serve.md`` (and ``serve.json``).
 """
@@ -25,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,6 +72,7 @@ class LevelResult:
     ttft_p50_ms: float
     ttft_p95_ms: float
     request_p50_s: float
+    peak_rss_mb: float
 
 
 def free_port() -> int:
@@ -80,14 +88,15 @@ def choose_model(requested: str, workdir: Path) -> tuple[str, str]:
         from rxstream.backends import build_tiny_model
 
         return str(build_tiny_model(workdir / "tiny")), "tiny random-weight model (build_tiny_model)"
-    if requested != "auto":
+    if requested not in ("auto", "fp32", "int4"):
         return requested, requested
     from rxstream.backends import default_cache_dir
     from rxstream.backends.convert import KNOWN_MODELS
 
-    directory = default_cache_dir() / "models" / f"{KNOWN_MODELS['smollm2'].dirname}-fp32"
+    quantization = "int4" if requested == "int4" else "fp32"
+    directory = default_cache_dir() / "models" / f"{KNOWN_MODELS['smollm2'].dirname}-{quantization}"
     if (directory / ".complete").is_file():
-        return str(directory), "SmolLM2-135M-Instruct (fp32 ONNX, default model from the cache)"
+        return str(directory), f"SmolLM2-135M-Instruct ({quantization} ONNX, from the cache)"
     print("default model not in the cache: using the tiny model", file=sys.stderr)
     return choose_model("tiny", workdir)
 
@@ -99,6 +108,41 @@ def percentile(values: list[float], q: float) -> float:
     k = (len(ordered) - 1) * q
     lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+class RssSampler:
+    """The peak resident memory of a process, sampled on a thread (Linux ``/proc``; 0 elsewhere)."""
+
+    def __init__(self, pid: int, every: float = 0.02) -> None:
+        self.pid = pid
+        self.every = every
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _read(self) -> int:
+        try:
+            with open(f"/proc/{self.pid}/status", encoding="ascii") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_kb = max(self.peak_kb, self._read())
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_kb = max(self.peak_kb, self._read())
 
 
 async def one_request(client: httpx.AsyncClient, url: str, question: str, max_tokens: int) -> RequestResult:
@@ -136,20 +180,24 @@ async def one_request(client: httpx.AsyncClient, url: str, question: str, max_to
     return RequestResult(ttft, time.perf_counter() - t0, tokens, chars)
 
 
-async def run_level(url: str, concurrency: int, requests_per_client: int, max_tokens: int) -> LevelResult:
+async def run_level(
+    url: str, concurrency: int, requests_per_client: int, max_tokens: int, pid: int | None = None
+) -> LevelResult:
     limits = httpx.Limits(max_connections=concurrency + 4)
     async with httpx.AsyncClient(timeout=httpx.Timeout(600.0), limits=limits) as client:
 
         async def worker(index: int) -> list[RequestResult]:
             out = []
             for r in range(requests_per_client):
-                question = QUESTIONS[(index + r) % len(QUESTIONS)]
+                # distinct prompts: no two requests of a level share a prefill
+                question = f"({concurrency}.{index}.{r}) " + QUESTIONS[(index + r) % len(QUESTIONS)]
                 out.append(await one_request(client, url, question, max_tokens))
             return out
 
-        t0 = time.perf_counter()
-        per_client = await asyncio.gather(*(worker(i) for i in range(concurrency)))
-        wall = time.perf_counter() - t0
+        with RssSampler(pid if pid is not None else 0) as rss:
+            t0 = time.perf_counter()
+            per_client = await asyncio.gather(*(worker(i) for i in range(concurrency)))
+            wall = time.perf_counter() - t0
     results = [r for rs in per_client for r in rs]
     tokens = sum(r.tokens for r in results)
     ttfts = [r.ttft for r in results if r.ttft is not None]
@@ -162,6 +210,7 @@ async def run_level(url: str, concurrency: int, requests_per_client: int, max_to
         ttft_p50_ms=percentile(ttfts, 0.5) * 1000,
         ttft_p95_ms=percentile(ttfts, 0.95) * 1000,
         request_p50_s=statistics.median(r.total for r in results),
+        peak_rss_mb=rss.peak_kb / 1024,
     )
 
 
@@ -179,41 +228,43 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 300) ->
     raise RuntimeError("rxstream serve did not become ready")
 
 
-def write_results(path: Path, meta: dict[str, Any], runs: list[tuple[int, list[LevelResult]]]) -> None:
+def write_results(path: Path, meta: dict[str, Any], runs: list[tuple[str, list[LevelResult]]]) -> None:
     lines = [
         "# `rxstream serve` benchmark",
         "",
         f"- model: {meta['model']}",
         f"- provider: {meta['provider']}",
         f"- requests: chat completions, streaming, greedy, `max_tokens={meta['max_tokens']}`, "
-        f"{meta['requests_per_client']} request(s) per client back to back; tokens counted from the "
-        "usage chunk; TTFT = request sent -> first non-empty content delta",
+        f"{meta['requests_per_client']} request(s) per client back to back, every prompt distinct; "
+        "tokens counted from the usage chunk; TTFT = request sent -> first non-empty content delta; "
+        "peak RSS = the server process's resident memory, highest sample (every 20 ms) during the level",
+        f"- server: `--max-concurrency {meta['max_concurrency']}` (generation slots; with batching: "
+        "the batch size)",
         f"- machine: {meta['machine']}",
         f"- command: `{meta['command']}`",
-        "",
-        "`--max-concurrency` is the number of generation slots: requests beyond it wait in the queue, which",
-        "shows in their TTFT; more slots start answers sooner but share the same cores.",
     ]
-    for slots, levels in runs:
+    for mode, levels in runs:
+        title = {
+            "on": "continuous batching (`--batching on`): one decode step for every request",
+            "off": "one generation per request (`--batching off`): a loop per request on its own thread",
+        }[mode]
         lines += [
             "",
-            f"## `rxstream serve --max-concurrency {slots}`",
+            f"## {title}",
             "",
             "| clients | requests | tokens | wall s | aggregate tokens/s | TTFT p50 ms | TTFT p95 ms "
-            "| request p50 s |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| request p50 s | peak RSS MB |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for lv in levels:
             lines.append(
                 f"| {lv.concurrency} | {lv.requests} | {lv.tokens} | {lv.wall_s:.2f} | {lv.tokens_per_s:.1f} "
-                f"| {lv.ttft_p50_ms:.0f} | {lv.ttft_p95_ms:.0f} | {lv.request_p50_s:.2f} |"
+                f"| {lv.ttft_p50_ms:.0f} | {lv.ttft_p95_ms:.0f} | {lv.request_p50_s:.2f} "
+                f"| {lv.peak_rss_mb:.0f} |"
             )
     lines.append("")
     path.write_text("\n".join(lines), encoding="utf-8")
-    data = {
-        "meta": meta,
-        "runs": [{"max_concurrency": n, "levels": [asdict(lv) for lv in levels]} for n, levels in runs],
-    }
+    data = {"meta": meta, "runs": [{"batching": m, "levels": [asdict(lv) for lv in lv_]} for m, lv_ in runs]}
     path.with_suffix(".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 
@@ -221,45 +272,52 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", default="auto", help="auto, tiny or DIR")
+    parser.add_argument("--model", default="auto", help="auto (fp32 if cached), fp32, int4, tiny or DIR")
     parser.add_argument("--provider", default="cpu", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--levels", default="1,4,16", help="comma-separated client counts (default 1,4,16)")
+    parser.add_argument(
+        "--levels", default="1,4,16,32", help="comma-separated client counts (default 1,4,16,32)"
+    )
     parser.add_argument("--max-tokens", type=int, default=64, help="max_tokens per request (default 64)")
     parser.add_argument("--requests-per-client", type=int, default=2, help="requests per client (default 2)")
     parser.add_argument(
-        "--max-concurrency", default="4,16", help="server generation slots; one run per value (default 4,16)"
+        "--max-concurrency", type=int, default=32, help="server generation slots / batch size (default 32)"
     )
+    parser.add_argument("--modes", default="on,off", help="batching modes to run, in order (default on,off)")
     parser.add_argument("--out", type=Path, default=RESULTS / "serve.md")
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",") if x]
+    modes = [m for m in args.modes.split(",") if m]
+    if any(m not in ("on", "off") for m in modes):
+        parser.error("--modes takes on and/or off")
 
-    slot_settings = [int(x) for x in str(args.max_concurrency).split(",") if x]
     load_at_start = os.getloadavg()[0]
-    runs: list[tuple[int, list[LevelResult]]] = []
+    runs: list[tuple[str, list[LevelResult]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         model_arg, description = choose_model(args.model, Path(tmp))
-        for slots in slot_settings:
+        for mode in modes:
             port = free_port()
             url = f"http://127.0.0.1:{port}"
             cmd = [sys.executable, "-m", "rxstream", "serve", "--port", str(port), "--model", model_arg]
-            cmd += ["--model-name", "bench"]
-            cmd += ["--provider", args.provider, "--max-concurrency", str(slots), "--log-level", "warning"]
+            cmd += ["--model-name", "bench", "--batching", mode, "--provider", args.provider]
+            cmd += ["--max-concurrency", str(args.max_concurrency), "--log-level", "warning"]
             proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
             try:
                 wait_ready(url, proc)
                 asyncio.run(run_level(url, 1, 1, 8))  # warm-up
                 results = []
                 for level in levels:
-                    result = asyncio.run(run_level(url, level, args.requests_per_client, args.max_tokens))
+                    result = asyncio.run(
+                        run_level(url, level, args.requests_per_client, args.max_tokens, proc.pid)
+                    )
                     print(
-                        f"slots {slots:>2}, {level:>3} clients: {result.tokens} tokens "
+                        f"batching {mode:>3}, {level:>3} clients: {result.tokens} tokens "
                         f"in {result.wall_s:.2f}s = "
                         f"{result.tokens_per_s:.1f} tok/s; TTFT p50 {result.ttft_p50_ms:.0f} ms, "
-                        f"p95 {result.ttft_p95_ms:.0f} ms",
+                        f"p95 {result.ttft_p95_ms:.0f} ms; peak RSS {result.peak_rss_mb:.0f} MB",
                         flush=True,
                     )
                     results.append(result)
-                runs.append((slots, results))
+                runs.append((mode, results))
             finally:
                 proc.terminate()
                 try:
@@ -269,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "model": description,
         "provider": args.provider,
-        "max_concurrency": slot_settings,
+        "max_concurrency": args.max_concurrency,
         "max_tokens": args.max_tokens,
         "requests_per_client": args.requests_per_client,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
