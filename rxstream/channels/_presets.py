@@ -5,13 +5,15 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from ..text import rx
-from ._spec import Region, RouteSpec
+from ._spec import ChannelKind, Region, RouteSpec
 
 __all__ = ["PRESETS", "preset"]
 
 _THINK = Region("reasoning", ("<think>",), ("</think>",))
 _HERMES_TOOL = Region("tool_call", ("<tool_call>",), ("</tool_call>",))
-_KINDS = MappingProxyType({"content": "content", "reasoning": "reasoning", "tool_call": "tool_call"})
+_KINDS: MappingProxyType[str, ChannelKind] = MappingProxyType(
+    {"content": "content", "reasoning": "reasoning", "tool_call": "tool_call"}
+)
 
 PRESETS: dict[str, RouteSpec] = {
     # DeepSeek-R1 (and its distills): <think>...</think>; the chat template opens <think> in the
