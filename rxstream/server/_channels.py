@@ -131,7 +131,9 @@ class ChatPlan:
         opening: text appended to the generation prompt that opens a tool call
             (``tool_choice`` ``required`` or named); it is fed to the router ahead of the
             generated text, so the tool-call parser sees the whole call.
-        tools: the tools calls are parsed and checked against (empty: tool calls are not parsed).
+        tools: the tools calls are checked against (empty: any name, no schema).
+        parse_tools: whether tool calls are parsed (with tools given, or for ``rxstream chat``
+            when the format has a tool-call region).
         native_tools: whether the model's chat template rendered the tools (else the fallback
             prompt of :mod:`._tool_prompt` did).
         skip_special_tokens: what the detokenizer does with special tokens (False for formats
@@ -143,6 +145,7 @@ class ChatPlan:
     route_prompt: str = ""
     opening: str = ""
     tools: tuple[Mapping[str, Any], ...] = ()
+    parse_tools: bool = False
     native_tools: bool = False
     skip_special_tokens: bool = True
     parallel_tool_calls: bool = True
@@ -158,9 +161,10 @@ class ChatPlan:
 
 
 def _tool_spec(base: RouteSpec | None, tools_active: bool, native: bool) -> RouteSpec | None:
-    """The route for a chat: the format's preset; with tools, a tool-call region of the format
-    the prompt asked for (the preset's own when the template rendered the tools, else Hermes);
-    without, no tool-call region (text that looks like a call is answer text)."""
+    """The route for a chat: the format's preset; with tool calls parsed, a tool-call region of
+    the format the prompt asked for (``native``: the preset's own, as when the template rendered
+    the tools; else Hermes, as the fallback prompt asks); without, no tool-call region (text that
+    looks like a call is answer text)."""
     kinds: dict[str, ChannelKind]
     if base is None:
         if not tools_active:
@@ -248,6 +252,7 @@ def plan_chat(
     tools: Sequence[Mapping[str, Any]] = (),
     tool_choice: ToolChoice | None = None,
     parallel_tool_calls: bool = True,
+    parse_tool_calls: bool = False,
 ) -> tuple[list[int], ChatPlan]:
     """The prompt ids of a chat and how to route its generation (blocking: run it off the loop).
 
@@ -258,6 +263,8 @@ def plan_chat(
             ``tool`` messages).
         reasoning_format: a preset name, or None (see :func:`resolve_reasoning_format`).
         tools: the request's tools; tool_choice: what it asks of them (``none`` without tools).
+        parse_tool_calls: parse the tool calls the format writes even without ``tools`` (no
+            tools in the prompt; calls of any name): what ``rxstream chat`` shows.
 
     Raises:
         UnsupportedChoice: a forced tool call the format cannot open.
@@ -267,13 +274,14 @@ def plan_chat(
     active = tuple(tools) if tools and choice.mode != "none" else ()
     template = getattr(model, "chat_template", None)
     render: Callable[..., str] | None = getattr(model, "render_chat", None)
-    native = (
-        bool(active) and renders_tools(template if isinstance(template, str) else None) and callable(render)
-    )
-    rewrite = not (renders_tools(template if isinstance(template, str) else None) and callable(render))
-    msgs = fallback_messages(messages, active) if rewrite else [dict(m) for m in messages]
+    own = renders_tools(template if isinstance(template, str) else None) and callable(render)
+    native = bool(active) and own
+    msgs = [dict(m) for m in messages] if own else fallback_messages(messages, active)
     base = preset(reasoning_format) if reasoning_format else None
-    spec = _tool_spec(base, bool(active), native)
+    parse = bool(active) or (
+        parse_tool_calls and base is not None and base.channel_of("tool_call") is not None
+    )
+    spec = _tool_spec(base, parse, native or not active)
     if spec is None:
         return list(model.encode_chat(msgs, add_generation_prompt=True)), ChatPlan(None)
     opening = tool_opening(spec, choice) if active else ""
@@ -291,6 +299,7 @@ def plan_chat(
         route_prompt=text if spec.start_anchor else "",
         opening=opening,
         tools=active,
+        parse_tools=parse,
         native_tools=native,
         skip_special_tokens=name not in _SPECIAL_DELIMITERS,
         parallel_tool_calls=parallel_tool_calls,
@@ -340,7 +349,7 @@ def channel_stream(
         text = text.pipe(ops.start_with(plan.opening))
     content_channel = plan.channel("content") or spec.default
     reasoning_channel = plan.channel("reasoning")
-    tool_channel = plan.channel("tool_call") if plan.tools else None
+    tool_channel = plan.channel("tool_call") if plan.parse_tools else None
     names = [c for c in (content_channel, reasoning_channel, tool_channel) if c is not None]
     views = text.pipe(route(spec, prompt=plan.route_prompt), channels(*names))
     answer: reactivex.Observable[str] = views[content_channel]
@@ -357,7 +366,7 @@ def channel_stream(
 
         wanted = (ToolCallStart, ToolCallDelta, ToolCallEnd, ToolCallInvalid)
         calls = views.segments(tool_channel).pipe(
-            tool_calls(list(plan.tools), format=spec.tool_format or "json", channel=tool_channel),
+            tool_calls(list(plan.tools) or None, format=spec.tool_format or "json", channel=tool_channel),
             ops.filter(lambda item: isinstance(item, wanted)),
         )
         streams.append(calls)
