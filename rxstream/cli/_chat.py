@@ -221,14 +221,15 @@ class _Shown:
         self.at_line_start = text.endswith("\n")
 
     def show(self, item: Any) -> None:
-        from rxstream.channels import ToolCallEnd, ToolCallInvalid
-
         if isinstance(item, TextDelta):
             if item.kind == "content":
                 self._write(item.text, "content")
             elif not self.hide_reasoning:
                 self._write(item.text, "reasoning", self.dim(item.text))
-        elif isinstance(item, ToolCallEnd):
+            return
+        from rxstream.channels import ToolCallEnd, ToolCallInvalid
+
+        if isinstance(item, ToolCallEnd):
             line = f"[tool call] {item.name}({item.arguments_text})\n"
             self._write(line, "tool")
         elif isinstance(item, ToolCallInvalid):
