@@ -24,6 +24,8 @@ Channels (reasoning, answer, tool calls; SEMANTICS §8):
 - :func:`route` -- split text or aligned pieces into :class:`~rxstream.channels.Segment` items.
 - :func:`channels` -- one view per channel over one upstream subscription, so ``stop``,
   ``replace`` or ``redact`` can apply to one channel only.
+- :func:`tool_calls` -- tool-call regions to tool-call events, checked against the tools' schemas
+  as they stream.
 
 Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
 
@@ -56,6 +58,7 @@ from ._serialize import serialize
 from ._snapshots import snapshots
 from ._stop import stop
 from ._stop_on_tokens import stop_on_tokens
+from ._tool_calls import tool_calls
 
 __all__ = [
     "Channels",
@@ -72,4 +75,5 @@ __all__ = [
     "stop",
     "stop_on_tokens",
     "text_pipeline",
+    "tool_calls",
 ]

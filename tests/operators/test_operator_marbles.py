@@ -6,9 +6,9 @@ import pytest
 from reactivex import operators as ops
 
 import rxstream
+import rxstream.channels
 import rxstream.operators as O
 from rxstream import Finish, FinishReason, FinishRecorder
-from rxstream.channels import Segment
 from rxstream.operators import (
     deltas,
     hold_back,
@@ -27,7 +27,9 @@ def test_docstring_marble_diagrams_hold(name: str) -> None:
     """Every public operator documents its timing with a diagram, and the diagram is true."""
     namespace = dict(vars(O))
     namespace["rx"] = rxstream.rx  # regular-expression rules, as a user imports them
-    namespace["Segment"] = Segment
+    namespace.update(
+        {n: getattr(rxstream.channels, n) for n in rxstream.channels.__all__}
+    )  # segments, events
     if name in ("detokenize", "text_pipeline"):
         from rxstream.testing.tokenizers import byte_tokenizer
 
