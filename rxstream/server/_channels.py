@@ -17,6 +17,7 @@ The server's chat completions and ``rxstream chat`` both build their pipeline he
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from reactivex import operators as ops
 
 from .._finish import FinishCallback
 from .._generative_model import GenerativeModel
-from ..channels import PRESETS, ChannelKind, Region, RouteSpec, preset
+from ..channels import PRESETS, ChannelKind, Region, RouteSpec, Segment, preset
 from ..text import RegexReplaceRules, RegexStopRules, ReplaceRules, StopRules
 from ._tool_prompt import fallback_messages, renders_tools
 from ._tools import ToolChoice
@@ -306,6 +307,39 @@ def plan_chat(
     )
 
 
+def _trim_after_regions(
+    content: str,
+) -> Callable[[reactivex.Observable[Segment]], reactivex.Observable[Segment]]:
+    """Drop the whitespace that separates a reasoning or tool-call region from the answer text
+    after it (``</think>\n\n``, the line breaks between and after tool calls): it is the format's
+    framing, not part of the answer. Answer text that follows keeps everything from its first
+    other character on."""
+
+    def apply(source: reactivex.Observable[Segment]) -> reactivex.Observable[Segment]:
+        def per_subscription(_scheduler: Any) -> reactivex.Observable[Segment]:
+            trimming = False
+
+            def step(seg: Segment) -> Segment | None:
+                nonlocal trimming
+                if seg.channel != content:
+                    if seg.event in ("close", "malformed"):
+                        trimming = True
+                    return seg
+                if trimming and seg.event == "chunk":
+                    text = seg.text.lstrip()
+                    if not text:
+                        return None
+                    trimming = False
+                    return dataclasses.replace(seg, text=text)
+                return seg
+
+            return source.pipe(ops.map(step), ops.filter(lambda seg: seg is not None))  # type: ignore[arg-type]
+
+        return reactivex.defer(per_subscription)
+
+    return apply
+
+
 def _content(text: str) -> TextDelta:
     return TextDelta("content", text)
 
@@ -351,7 +385,9 @@ def channel_stream(
     reasoning_channel = plan.channel("reasoning")
     tool_channel = plan.channel("tool_call") if plan.parse_tools else None
     names = [c for c in (content_channel, reasoning_channel, tool_channel) if c is not None]
-    views = text.pipe(route(spec, prompt=plan.route_prompt), channels(*names))
+    views = text.pipe(
+        route(spec, prompt=plan.route_prompt), _trim_after_regions(content_channel), channels(*names)
+    )
     answer: reactivex.Observable[str] = views[content_channel]
     if stops.strings:
         answer = answer.pipe(stop_op(stops, on_finish=on_finish))

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..channels import compile_tools
 from ._errors import RequestError
 from ._limits import ServerLimits
 
@@ -147,7 +148,13 @@ def parse_tools(body: Mapping[str, Any], limits: ServerLimits) -> tuple[dict[str
             function["parameters"] = parameters
         if strict is not None:
             function["strict"] = strict
-        out.append({"type": "function", "function": function})
+        entry = {"type": "function", "function": function}
+        try:  # the schema must be one the tool-call parser can check as the arguments stream
+            compile_tools([entry], owner=where)
+        except (TypeError, ValueError) as exc:
+            message = " ".join(str(exc).split())
+            raise RequestError(message[:300], param=f"{where}.function.parameters") from None
+        out.append(entry)
     return tuple(out)
 
 

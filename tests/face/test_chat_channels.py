@@ -21,8 +21,8 @@ from tests.serve_process import RXSTREAM
 from tests.terminal import Terminal
 
 REASONING = "\nThe user asks 2 + 2. STOP is not the end. Four, surely.\n"
-ANSWER = "\n\nThe answer is 4. STOP There is nothing more."
-QWEN3_ANSWER = f"<think>{REASONING}</think>{ANSWER}"
+ANSWER = "The answer is 4. STOP There is nothing more."
+QWEN3_ANSWER = f"<think>{REASONING}</think>\n\n{ANSWER}"  # the line breaks after </think> are framing
 DIM = re.compile(r"\x1b\[2m(.*?)\x1b\[0m", re.S)
 
 
@@ -79,7 +79,7 @@ def test_stop_applies_to_the_answer_only(
     model = ScriptedModel(smollm2_tokenizer, QWEN3_TEMPLATE, QWEN3_ANSWER)
     status, out, err = run(monkeypatch, model, "--stop", "STOP", "--replace", "4=four")
     assert status == 0
-    assert out == REASONING + "\n\nThe answer is four. \n"  # the reasoning is not rewritten either
+    assert out == REASONING + "The answer is four. \n"  # the reasoning is not rewritten either
     assert "[finish: stop ('STOP')" in err
     assert model.cancelled == 1  # the stop in the answer ended the generation
 

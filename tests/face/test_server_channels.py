@@ -86,7 +86,7 @@ def test_reasoning_goes_to_reasoning_content(smollm2_tokenizer: Tokenizer) -> No
         whole, streamed = both(client, messages=USER)
     assert whole == streamed
     assert whole["reasoning"] == "\nThe user asks 2 + 2. STOP is not the end. Four, surely.\n"
-    assert whole["content"] == "\n\nThe answer is 4. STOP There is nothing more."
+    assert whole["content"] == "The answer is 4. STOP There is nothing more."  # no "\n\n" framing
     assert whole["finish_reason"] == "stop"
 
 
@@ -98,7 +98,7 @@ def test_stop_inside_the_reasoning_does_not_cut_the_answer(smollm2_tokenizer: To
         r = httpx.post(f"{url}/v1/chat/completions", json={"messages": USER, "stop": ["STOP"]}).json()
     assert whole == streamed
     assert whole["reasoning"] == "\nThe user asks 2 + 2. STOP is not the end. Four, surely.\n"
-    assert whole["content"] == "\n\nThe answer is 4. "
+    assert whole["content"] == "The answer is 4. "
     assert whole["finish_reason"] == "stop" and r["choices"][0]["stop_reason"] == "STOP"
     # the stop in the answer cancelled the generation: not every id was generated
     assert r["usage"]["completion_tokens"] < total
@@ -113,7 +113,7 @@ def test_replace_applies_to_the_answer_only(smollm2_tokenizer: Tokenizer) -> Non
         )
     assert whole == streamed
     assert "STOP is not the end" in whole["reasoning"]
-    assert whole["content"] == "\n\nThe answer is 4. (stop) There is nothing more."
+    assert whole["content"] == "The answer is 4. (stop) There is nothing more."
 
 
 def test_template_that_opens_think_starts_in_the_reasoning(smollm2_tokenizer: Tokenizer) -> None:
@@ -124,7 +124,7 @@ def test_template_that_opens_think_starts_in_the_reasoning(smollm2_tokenizer: To
         whole, streamed = both(client, messages=USER)
     assert whole == streamed
     assert whole["reasoning"] == "Two plus two: 4 </thinking> fine.\n"
-    assert whole["content"] == "\n\nIt is **4**."
+    assert whole["content"] == "It is **4**."
 
 
 def test_reasoning_format_none_and_plain_templates_keep_everything_as_content(
