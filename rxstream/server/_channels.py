@@ -333,7 +333,12 @@ def _trim_after_regions(
                     return dataclasses.replace(seg, text=text)
                 return seg
 
-            return source.pipe(ops.map(step), ops.filter(lambda seg: seg is not None))  # type: ignore[arg-type]
+            def kept(seg: Segment | None) -> bool:
+                return seg is not None
+
+            mapped: reactivex.Observable[Segment | None] = source.pipe(ops.map(step))
+            trimmed: reactivex.Observable[Segment] = mapped.pipe(ops.filter(kept))  # type: ignore[arg-type]
+            return trimmed
 
         return reactivex.defer(per_subscription)
 
