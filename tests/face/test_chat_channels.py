@@ -131,3 +131,41 @@ def test_reasoning_on_a_real_terminal_is_dim_and_can_be_hidden(tmp_path: Path) -
     finally:
         term.close()
     shutil.rmtree(tiny)
+
+
+CALLS = (
+    "<think>\nCall the tool.\n</think>\n\nChecking.\n"
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"}}\n</tool_call>\n'
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": 5}}\n</tool_call>\nDone.'
+)
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+def test_tool_calls_are_printed_as_they_complete(
+    monkeypatch: pytest.MonkeyPatch, smollm2_tokenizer: Tokenizer, tmp_path: Path
+) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([WEATHER]))
+    model = ScriptedModel(smollm2_tokenizer, QWEN3_TEMPLATE, CALLS)
+    status, out, _err = run(monkeypatch, model, "--tools", str(tools), "--hide-reasoning")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0] == "Checking."
+    assert lines[1] == '[tool call] get_weather({"city": "Zürich"})'
+    assert lines[2].startswith("[invalid tool call: arguments do not match the schema of 'get_weather'")
+    assert lines[3:] == ["Done."]
+    assert '"name": "get_weather"' in model.prompts[0]  # the tools were offered in the prompt
+    # without --tools the calls the format writes are shown too (any name, not checked)
+    model = ScriptedModel(smollm2_tokenizer, QWEN3_TEMPLATE, CALLS)
+    status, out, _err = run(monkeypatch, model, "--hide-reasoning")
+    assert status == 0 and "<tools>" not in model.prompts[0]
+    assert out.splitlines()[1:3] == [
+        '[tool call] get_weather({"city": "Zürich"})',
+        '[tool call] get_weather({"city": 5})',
+    ]
