@@ -60,9 +60,9 @@ __all__ = [
     "SchemaError",
     "SchemaNode",
     "compile_schema",
+    "failure_position",
     "integral_dead_at",
     "prefix_failure",
-    "raw_position",
     "utf16",
 ]
 
@@ -136,6 +136,19 @@ class SchemaNode:
     prefix_items: tuple[SchemaNode, ...] = ()
     alternatives: tuple[SchemaNode, ...] | None = None
     key_units: tuple[bytes, ...] = ()
+
+    @property
+    def free(self) -> bool:
+        """Whether nothing constrains what is inside a container of this schema."""
+        return (
+            self.alternatives is None
+            and not self.properties
+            and not self.closed
+            and self.additional is None
+            and not self.required
+            and self.items is None
+            and not self.prefix_items
+        )
 
     def expand(self) -> list[SchemaNode]:
         """The plain schemas this one stands for (its ``anyOf`` branches, flattened)."""
@@ -282,49 +295,88 @@ def _merge(base: Mapping[str, Any], branch: Any, where: str) -> Any:
 
 
 # -- positions ----------------------------------------------------------------------------------
-def raw_position(raw: str, start: int, unit: int) -> int:
-    """The position of the raw character that completes UTF-16 unit ``unit`` of ``raw``'s
-    decoding (``raw`` is string text as written, starting at ``start``)."""
-    u = 0
+_SHORT_ESCAPES: Final = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+
+
+def failure_position(
+    raw: str, start: int, old: bytes, candidates: tuple[bytes, ...], pending: str = ""
+) -> int | None:
+    """Where a string stops being the start of any candidate.
+
+    ``raw`` is string text as written (whole characters and escapes) at ``start``, following the
+    UTF-16 prefix ``old`` (which some candidate starts with); ``pending`` is the start of an
+    escape still open after it. Returns the position of the first character after which no
+    candidate (UTF-16) can follow, even within an escape (``\\u00e`` already rules out ``t``,
+    U+0074), or None when one still can.
+    """
+    prefix = old
+    live = [c for c in candidates if c.startswith(prefix)]
+    text = raw + pending
+    n = len(text)
     i = 0
-    n = len(raw)
     while i < n:
-        c = raw[i]
-        if c == "\\":
-            width = 6 if raw[i + 1] == "u" else 2
-            units = 1
-        else:
-            width = 1
-            units = 2 if ord(c) > 0xFFFF else 1
-        if u + units > unit:
-            return start + i + width - 1
-        u += units
-        i += width
-    return start + n
+        c = text[i]
+        if c != "\\":
+            unit = utf16(c)
+            longer = [x for x in live if x.startswith(unit, len(prefix))]
+            if not longer:
+                return start + i
+            prefix += unit
+            live = longer
+            i += 1
+            continue
+        at = len(prefix)
+        live = [x for x in live if len(x) > at]  # an escape adds a character
+        if not live:
+            return start + i
+        if i + 1 == n:
+            return None
+        kind = text[i + 1]
+        if kind != "u":
+            unit = utf16(_SHORT_ESCAPES.get(kind, kind))
+            live = [x for x in live if x.startswith(unit, at)]
+            if not live:
+                return start + i + 1
+            prefix += unit
+            i += 2
+            continue
+        digits = text[i + 2 : i + 6].lower()
+        for k in range(1, len(digits) + 1):
+            live = [
+                x
+                for x in live
+                if format(int.from_bytes(x[at : at + 2], "little"), "04x").startswith(digits[:k])
+            ]
+            if not live:
+                return start + i + 1 + k
+        if len(digits) < 4:
+            return None
+        prefix += int(digits, 16).to_bytes(2, "little")
+        i += 6
+    return None
 
 
-def _common_units(prefix: bytes, candidates: tuple[bytes, ...]) -> int:
-    """The most UTF-16 units of ``prefix`` that some candidate starts with."""
-    best = 0
-    for cand in candidates:
-        if cand.startswith(prefix):
-            return len(prefix) // 2
-        k = 0
-        top = min(len(cand), len(prefix))
-        while k < top and cand[k] == prefix[k]:
-            k += 1
-        best = max(best, k // 2)
-    return best
-
-
-def prefix_failure(old: bytes, piece: str, candidates: tuple[bytes, ...]) -> tuple[bytes, int | None]:
-    """Extend the UTF-16 prefix ``old`` by ``piece``: the new prefix, and the unit of ``piece``
-    after which no candidate starts with the prefix (None while one does)."""
+def prefix_failure(
+    old: bytes, piece: str, raw: str | None, start: int, candidates: tuple[bytes, ...], pending: str = ""
+) -> tuple[bytes, int | None]:
+    """Extend the UTF-16 prefix ``old`` by ``piece`` (decoded; ``raw`` as written, None when the
+    same, at ``start``; ``pending``: an escape still open after it): the new prefix, and the
+    position at which no candidate continues it (None while one does)."""
     prefix = old + utf16(piece)
-    for cand in candidates:
-        if cand.startswith(prefix):
-            return prefix, None
-    return prefix, _common_units(prefix, candidates) - len(old) // 2
+    if any(c.startswith(prefix) for c in candidates) and (
+        not pending or failure_position("", start, prefix, candidates, pending) is None
+    ):
+        return prefix, None
+    return prefix, failure_position(piece if raw is None else raw, start, old, candidates, pending)
 
 
 _NUMBER_PARTS = re.compile(r"-?([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]*))?")
@@ -382,7 +434,18 @@ class SchemaChecker:
     None until then; nothing after it).
     """
 
-    __slots__ = ("_cur", "_frames", "_in_key", "_nraw", "_parted", "_root", "_units", "violation")
+    __slots__ = (
+        "_cur",
+        "_frames",
+        "_in_key",
+        "_nexp",
+        "_nraw",
+        "_parted",
+        "_root",
+        "_skip",
+        "_units",
+        "violation",
+    )
 
     def __init__(self, schema: SchemaNode) -> None:
         self._root: list[_Alt] = [(schema, 0)]
@@ -392,6 +455,8 @@ class SchemaChecker:
         self._units = b""
         self._parted = False
         self._nraw: list[str] = []
+        self._skip = 0  # containers open inside one whose contents nothing constrains
+        self._nexp = False
         self.violation: tuple[int, str] | None = None
 
     # -- helpers ------------------------------------------------------------------------------
@@ -456,9 +521,13 @@ class SchemaChecker:
         raw: str | None,
         start: int,
         what: str,
+        pending: str = "",
     ) -> list[_Alt] | None:
-        """Extend the string in progress by ``piece``; keep the alternatives some allowed string
-        of which it still starts; None (and the violation) when none is left."""
+        """Extend the string in progress by ``piece`` (and an escape ``pending`` after it); keep
+        the alternatives some allowed string of which it still starts; None (and the violation)
+        when none is left."""
+        if all(units_of(alt[0]) is None for alt in alts):
+            return alts  # any string will do (and will, as it grows: the alternatives only shrink)
         old = self._units
         prefix = old + utf16(piece)
         self._units = prefix
@@ -466,16 +535,22 @@ class SchemaChecker:
         pool: list[bytes] = []
         for alt in alts:
             cands = units_of(alt[0])
-            if cands is None or any(c.startswith(prefix) for c in cands):
+            if cands is None:
+                alive.append(alt)
+            elif any(c.startswith(prefix) for c in cands) and (
+                not pending or failure_position("", start, prefix, cands, pending) is None
+            ):
                 alive.append(alt)
             else:
                 pool.extend(cands)
         if alive:
             return alive
-        fail_unit = _common_units(prefix, tuple(pool)) - len(old) // 2
-        pos = raw_position(piece if raw is None else raw, start, fail_unit)
+        pos = failure_position(piece if raw is None else raw, start, old, tuple(pool), pending)
+        if pos is None:  # cannot happen: some candidate would continue the prefix
+            pos = start + len(piece if raw is None else raw)
         allowed = sorted({c.decode("utf-16-le", "surrogatepass") for c in pool})
-        shown = prefix[: len(old) + 2 * (fail_unit + 1)].decode("utf-16-le", "surrogatepass")
+        shown = (piece if raw is None else raw) + pending
+        shown = old.decode("utf-16-le", "surrogatepass") + shown[: pos - start + 1]
         listing = ", ".join(repr(a) for a in allowed[:8]) + (", ..." if len(allowed) > 8 else "")
         self._fail(pos, f"{what} {shown!r}... matches none of {listing}")
         return None
@@ -486,6 +561,14 @@ class SchemaChecker:
         if self.violation is not None:
             return None
         kind = event[0]
+        if self._skip:
+            if kind == OBJ_START or kind == ARR_START:
+                self._skip += 1
+            elif kind == OBJ_END or kind == ARR_END:
+                self._skip -= 1
+                if not self._skip:
+                    self._restrict_parent(self._frames.pop().alts)
+            return None
         if kind == KEY_START:
             frame = self._frames[-1]
             alive = [a for a in frame.alts if not a[0].closed or a[0].properties]
@@ -501,12 +584,16 @@ class SchemaChecker:
             self._parted = True
             if self._in_key:
                 frame = self._frames[-1]
-                kept = self._prefix_check(frame.alts, _key_units, event[3], event[4], event[1], "key")
+                kept = self._prefix_check(
+                    frame.alts, _key_units, event[3], event[4], event[1], "key", event[5]
+                )
                 if kept is None:
                     return self.violation
                 frame.alts = kept
             else:
-                kept = self._prefix_check(self._cur, _enum_units, event[3], event[4], event[1], "value")
+                kept = self._prefix_check(
+                    self._cur, _enum_units, event[3], event[4], event[1], "value", event[5]
+                )
                 if kept is None:
                     return self.violation
                 self._cur = kept
@@ -538,6 +625,7 @@ class SchemaChecker:
             self._units = b""
             self._parted = False
             self._nraw = []
+            self._nexp = False
             return None
         if kind == STRING:
             value = event[3]
@@ -553,7 +641,8 @@ class SchemaChecker:
             return None
         if kind == NUM_PART:
             self._nraw.append(event[3])
-            if any(a[0].integer for a in self._cur):
+            if any(a[0].integer for a in self._cur) and ("e" in event[3] or "E" in event[3] or self._nexp):
+                self._nexp = True  # only an exponent can rule out a whole number
                 raw = "".join(self._nraw)
                 dead = integral_dead_at(raw)
                 if dead is not None:
@@ -596,6 +685,8 @@ class SchemaChecker:
             if ok is None:
                 return self.violation
             self._frames.append(_Frame(kind == OBJ_START, ok))
+            if all(a[0].free for a in ok):
+                self._skip = 1  # nothing inside can be wrong: follow the brackets only
             return None
         if kind == OBJ_END:
             frame = self._frames[-1]

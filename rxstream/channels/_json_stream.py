@@ -31,15 +31,17 @@ With ``detail=True`` the stream also reports where each scalar starts and the pa
 that span several feeds (for checking a schema as the text arrives)::
 
     (KEY_START, pos)  (STR_START, pos)  (NUM_START, pos)  (LIT_START, pos, value)
-    (STR_PART, start, end, units, raw)  (NUM_PART, start, end, raw)
+    (STR_PART, start, end, units, raw, pending)  (NUM_PART, start, end, raw)
 
-A string or number that ends in the feed where it started gets no part events. One that spans
-feeds gets one part per feed (the last just before its ``KEY``/``STRING``/``NUMBER``), and one
-cut short by an error gets its valid part before the ``ERROR``. A string part ends where an
-escape is complete (an escape cut by a feed goes to the next part); its ``units`` decode each
-``\\uXXXX`` escape to one code point, so an escaped surrogate pair split over two parts shows as
-two lone surrogates (compare parts as UTF-16, see :mod:`._json_schema`). ``raw`` is the part's
-raw text, or None when it is the same as ``units``.
+A string or number that ends in the feed where it started gets no part events (its closing
+event carries all of it). One that spans feeds gets a part at the end of each feed it is open
+in, and the rest in a last part just before its ``KEY``/``STRING``/``NUMBER``; one cut short by
+an error gets its valid text in a part before the ``ERROR``. A string part holds whole
+characters and escapes, ``start`` to ``end``: ``units`` is their decoding with each
+``\\uXXXX`` escape as one code point (an escaped surrogate pair split over two parts shows as two
+lone surrogates: compare parts as UTF-16, see :mod:`._json_schema`), ``raw`` their text as
+written (None when it is ``units``). ``pending`` is the start of an escape still open after
+``end`` (``""`` if none); the next part begins with it.
 """
 
 from __future__ import annotations
@@ -274,6 +276,15 @@ class JsonStream:
         detail = self._detail
         if state >= _STRING:
             if state == _STRING:
+                if self._esc == 0 and _PLAIN.match(s).end() == n:  # type: ignore[union-attr]
+                    # the whole chunk is plain string text (the common case in small chunks)
+                    self._sraw.append(s)
+                    if detail:
+                        start = self._pstart
+                        self._pstart = start + n
+                        self._parted = True
+                        add((STR_PART, start, start + n, s, None, ""))
+                    return out
                 i = self._scan_string(s, 0, n, base, add)
                 if i < 0:
                     return out
@@ -550,13 +561,13 @@ class JsonStream:
                 elif c in _SIMPLE_ESCAPES:
                     esc = 0
                 else:
-                    self._escape_error(s, j, esc_at, add)
+                    self._escape_error(s, j, esc_at, i, add)
                     self._fail(add, base + i, f"invalid escape '\\{c}' in a string")
                     return -1
             elif c in _HEX:
                 esc = esc + 1 if esc < 5 else 0
             else:
-                self._escape_error(s, j, esc_at, add)
+                self._escape_error(s, j, esc_at, i, add)
                 self._fail(add, base + i, f"expected a hex digit in a \\u escape, got {c!r}")
                 return -1
             i += 1
@@ -570,23 +581,27 @@ class JsonStream:
             elif esc_at >= 0:
                 self._str_part(carry + s[j:esc_at], s[esc_at:n], add)
             else:  # still inside the escape begun in an earlier feed
-                self._pcarry = carry + s[j:n]
+                self._str_part("", carry + s[j:n], add)
         return n
 
-    def _escape_error(self, s: str, j: int, esc_at: int, add: Callable[[JsonEvent], None]) -> None:
-        """Before an error inside an escape: report the valid part of the string before it."""
-        if self._detail and esc_at >= 0:
-            self._str_part(self._pcarry + s[j:esc_at], "", add)
+    def _escape_error(self, s: str, j: int, esc_at: int, i: int, add: Callable[[JsonEvent], None]) -> None:
+        """Before an error at ``s[i]`` inside an escape: report the valid text before it."""
+        if self._detail:
+            if esc_at >= 0:
+                self._str_part(self._pcarry + s[j:esc_at], s[esc_at:i], add)
+            else:
+                self._str_part("", self._pcarry + s[j:i], add)
 
     def _str_part(self, piece: str, carry: str, add: Callable[[JsonEvent], None]) -> None:
-        """Report ``piece`` (whole characters and escapes) as a part; keep ``carry`` (an escape
-        still open) for the next one."""
+        """Report ``piece`` (whole characters and escapes) as a part, and ``carry`` (the start of
+        an escape still open, which the next part begins with)."""
         self._pcarry = carry
-        if piece:
+        if piece or carry:
             start = self._pstart
             self._pstart = start + len(piece)
             self._parted = True
-            add((STR_PART, start, start + len(piece), decode_units(piece), piece if "\\" in piece else None))
+            units = decode_units(piece)
+            add((STR_PART, start, start + len(piece), units, piece if "\\" in piece else None, carry))
 
     def _close_string(self, s: str, j: int, m: int, base: int, add: Callable[[JsonEvent], None]) -> int:
         if self._parted:

@@ -61,7 +61,6 @@ from ._json_schema import (
     SchemaNode,
     compile_schema,
     prefix_failure,
-    raw_position,
     utf16,
 )
 from ._json_stream import (
@@ -232,9 +231,10 @@ def _schema_error(name: str, message: str) -> str:
     return f"arguments do not match the schema of {name!r}: {message}"
 
 
-def _shown(units: bytes, old: bytes, bad: int) -> str:
-    """The text of a prefix up to the unit that ruled it out."""
-    return units[: len(old) + 2 * (bad + 1)].decode("utf-16-le", "surrogatepass")
+def _shown(old: bytes, written: str, start: int, pos: int) -> str:
+    """A string as far as the character at ``pos`` that ruled it out (``written`` at ``start``
+    follows the UTF-16 prefix ``old``)."""
+    return old.decode("utf-16-le", "surrogatepass") + written[: pos - start + 1]
 
 
 def _default_id(_: int) -> str:
@@ -601,7 +601,7 @@ class _JsonRegion(_Region):
                     self._key(ev)
             elif k == STR_PART:
                 if self.name_open:
-                    self._name_part(ev[3], ev[4], ev[1])
+                    self._name_part(ev[3], ev[4], ev[1], ev[5])
             elif k == STRING:
                 if self.name_open:
                     self._name_done(ev)
@@ -682,18 +682,16 @@ class _JsonRegion(_Region):
         self.field = field
 
     # -- the name -----------------------------------------------------------------------------
-    def _name_part(self, piece: str, raw: str | None, start: int) -> None:
+    def _name_part(self, piece: str, raw: str | None, start: int, pending: str = "") -> None:
         self.name_parted = True
         cands = self.name_candidates()
         if cands is None:
             return
         old = self.name_units
-        self.name_units, bad = prefix_failure(old, piece, cands)
+        self.name_units, bad = prefix_failure(old, piece, raw, start, cands, pending)
         if bad is not None:
-            shown = _shown(self.name_units, old, bad)
-            self.fail(
-                raw_position(piece if raw is None else raw, start, bad), self.unknown_name(shown + "...")
-            )
+            shown = _shown(old, (piece if raw is None else raw) + pending, start, bad)
+            self.fail(bad, self.unknown_name(shown + "..."))
 
     def _name_done(self, ev: JsonEvent) -> None:
         self.name_open = False
@@ -928,24 +926,20 @@ class _XmlRegion(_Region):
             if cands is None:
                 return
             old = self.units
-            self.units, bad = prefix_failure(old, piece, cands)
+            self.units, bad = prefix_failure(old, piece, None, start, cands)
             if bad is not None:
-                shown = _shown(self.units, old, bad)
-                self.fail(raw_position(piece, start, bad), self.unknown_name(shown + "..."))
+                self.fail(bad, self.unknown_name(_shown(old, piece, start, bad) + "..."))
             return
         closed = [a for a in self.alts if a.closed]
         if len(closed) < len(self.alts) or not closed:
-            self.units += utf16(piece)
-            return
-        cands = tuple(k for a in closed for k in a.key_units)
+            return  # any name will do
+        given = {utf16(k) for k in self.keys}  # a parameter may come once
+        cands = tuple(k for a in closed for k in a.key_units if k not in given)
         old = self.units
-        self.units, bad = prefix_failure(old, piece, cands)
+        self.units, bad = prefix_failure(old, piece, None, start, cands)
         if bad is not None:
-            shown = _shown(self.units, old, bad)
-            self.fail(
-                raw_position(piece, start, bad),
-                _schema_error(self.name, f"$: key {shown + '...'!r} is not allowed"),
-            )
+            shown = _shown(old, piece, start, bad)
+            self.fail(bad, _schema_error(self.name, f"$: key {shown + '...'!r} is not allowed"))
 
     def _name_end(self, pos: int) -> None:
         name = "".join(self.text_parts)
@@ -1088,12 +1082,10 @@ class _XmlRegion(_Region):
         if enums and all(e is not None for e in enums):
             cands = tuple(u for e in enums if e is not None for u in e)
             old = self.vunits
-            self.vunits, bad = prefix_failure(old, text, cands)
+            self.vunits, bad = prefix_failure(old, text, None, start, cands)
             if bad is not None:
-                shown = _shown(self.vunits, old, bad)
-                self._schema_fail(
-                    raw_position(text, start, bad), f"{shown!r}... is not one of the allowed values"
-                )
+                shown = _shown(old, text, start, bad)
+                self._schema_fail(bad, f"{shown!r}... is not one of the allowed values")
                 return
         self._delta(_json_string_body(text))
 
