@@ -322,7 +322,7 @@ class _ChatSession:
             ops.do_action(lambda _id: answer.token_times.append(time.perf_counter()))
         )
         text: Any
-        if plan.spec is not None:
+        if plan.spec is not None and not args.show_tokens:  # --show-tokens: the raw text
             from ..server._channels import channel_stream
 
             text = channel_stream(
