@@ -169,3 +169,12 @@ def test_tool_calls_are_printed_as_they_complete(
         '[tool call] get_weather({"city": "Zürich"})',
         '[tool call] get_weather({"city": 5})',
     ]
+
+
+def test_show_tokens_shows_the_raw_text(
+    monkeypatch: pytest.MonkeyPatch, smollm2_tokenizer: Tokenizer
+) -> None:
+    model = ScriptedModel(smollm2_tokenizer, QWEN3_TEMPLATE, QWEN3_ANSWER)
+    status, out, _err = run(monkeypatch, model, "--show-tokens")
+    assert status == 0
+    assert re.sub(r"\[\d+(?: \d+)*\]", "", out) == QWEN3_ANSWER + "\n"  # no channels: the raw text

@@ -146,3 +146,22 @@ def test_a_conversation_with_tool_calls_and_results_is_accepted(server: tuple[st
     assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in prompt
     assert "<|im_start|>user\n<tool_response>\nsunny\n</tool_response>\n<tool_response>\nwarm\n" in prompt
     assert "<tools>" not in prompt  # tool_choice none: the tools are not offered
+
+
+def test_a_chat_template_failure_is_a_one_line_400(smollm2_tokenizer: Tokenizer) -> None:
+    class Failing(ScriptedModel):
+        def render_chat(self, messages: Any, add_generation_prompt: bool = True, **template_vars: Any) -> str:
+            raise ValueError("chat template: roles must alternate\n  at message 2\n  (user, user)")
+
+        encode_chat = ScriptedModel.encode_chat
+
+    model = Failing(smollm2_tokenizer, CHATML, "x")
+    with run_in_thread(create_app(model)) as url:
+        r = httpx.post(f"{url}/v1/chat/completions", json={"messages": USER})
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert error["param"] == "messages"
+    assert error["message"] == (
+        "the chat template failed on these messages: "
+        "chat template: roles must alternate at message 2 (user, user)"
+    )
