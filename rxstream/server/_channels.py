@@ -38,10 +38,13 @@ __all__ = [
     "REASONING_FORMATS",
     "ChatPlan",
     "TextDelta",
+    "UnsupportedChoice",
     "channel_stream",
+    "check_reasoning_format",
     "detect_reasoning_format",
     "plan_chat",
     "resolve_reasoning_format",
+    "tool_opening",
 ]
 
 REASONING_FORMATS: tuple[str, ...] = ("auto", "none", *sorted(PRESETS))
