@@ -13,10 +13,11 @@ from .._finish import Finish, FinishOnce, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
 from .._sampling_params import SamplingParams
 from ..aio import to_async_iterable
+from ._channels import ChatPlan, channel_stream
 from ._requests import GenerationRequest
 from ._state import ServerState
 
-__all__ = ["Generation", "build_text_stream", "model_defaults"]
+__all__ = ["Generation", "build_chat_stream", "build_text_stream", "model_defaults"]
 
 
 def model_defaults(model: GenerativeModel) -> SamplingParams:
@@ -24,6 +25,35 @@ def model_defaults(model: GenerativeModel) -> SamplingParams:
     :class:`~rxstream.backends.OnnxModel` reads it from ``generation_config.json``), else greedy."""
     defaults = getattr(model, "default_sampling", None)
     return defaults if isinstance(defaults, SamplingParams) else SamplingParams()
+
+
+def _generated_ids(
+    model: GenerativeModel,
+    prompt_ids: Sequence[int],
+    request: GenerationRequest,
+    *,
+    on_finish: Callable[[Finish], None] | None,
+    on_token: Callable[[int], None] | None,
+    scheduler: abc.SchedulerBase | None,
+    until: reactivex.Observable[Any] | None,
+) -> reactivex.Observable[int]:
+    """The model's ids for one request (see :func:`build_text_stream` for the arguments)."""
+    ids: reactivex.Observable[int] = model.generate(
+        list(prompt_ids),
+        params=request.sampling_params(model_defaults(model)),
+        on_finish=on_finish,
+        scheduler=scheduler,
+    )
+    if until is not None:
+
+        def cancelled(_: Any) -> None:  # reported first: the pipeline then sees its ids end
+            if on_finish is not None:
+                on_finish(Finish(FinishReason.CANCELLED))
+
+        ids = ids.pipe(ops.take_until(until.pipe(ops.do_action(on_next=cancelled))))
+    if on_token is not None:
+        ids = ids.pipe(ops.do_action(on_next=on_token))
+    return ids
 
 
 def build_text_stream(
@@ -48,21 +78,9 @@ def build_text_stream(
     """
     from rxstream.operators import text_pipeline
 
-    ids: reactivex.Observable[int] = model.generate(
-        list(prompt_ids),
-        params=request.sampling_params(model_defaults(model)),
-        on_finish=on_finish,
-        scheduler=scheduler,
+    ids = _generated_ids(
+        model, prompt_ids, request, on_finish=on_finish, on_token=on_token, scheduler=scheduler, until=until
     )
-    if until is not None:
-
-        def cancelled(_: Any) -> None:  # reported first: the pipeline then sees its ids end
-            if on_finish is not None:
-                on_finish(Finish(FinishReason.CANCELLED))
-
-        ids = ids.pipe(ops.take_until(until.pipe(ops.do_action(on_next=cancelled))))
-    if on_token is not None:
-        ids = ids.pipe(ops.do_action(on_next=on_token))
     pipeline = text_pipeline(
         model.tokenizer,
         prompt_ids=list(prompt_ids),
@@ -74,6 +92,34 @@ def build_text_stream(
     return text
 
 
+def build_chat_stream(
+    model: GenerativeModel,
+    prompt_ids: Sequence[int],
+    request: GenerationRequest,
+    plan: ChatPlan,
+    *,
+    on_finish: Callable[[Finish], None] | None = None,
+    on_token: Callable[[int], None] | None = None,
+    scheduler: abc.SchedulerBase | None = None,
+    until: reactivex.Observable[Any] | None = None,
+) -> reactivex.Observable[Any]:
+    """A chat request's items routed by ``plan`` (:func:`~._channels.channel_stream`): answer and
+    reasoning :class:`~._channels.TextDelta` items and tool-call events; the request's ``stop``
+    and ``replace`` apply to the answer only. Arguments as for :func:`build_text_stream`."""
+    ids = _generated_ids(
+        model, prompt_ids, request, on_finish=on_finish, on_token=on_token, scheduler=scheduler, until=until
+    )
+    return channel_stream(
+        ids,
+        model.tokenizer,
+        prompt_ids,
+        plan,
+        stop=request.stop,
+        replace=request.replace,
+        on_finish=on_finish,
+    )
+
+
 _QUEUED_DELTAS = 64
 """Text deltas a generation may queue for its response before its worker thread waits."""
 
@@ -81,10 +127,17 @@ _QUEUED_DELTAS = 64
 class Generation:
     """One request's generation: subscribes on first iteration, always releases what it holds."""
 
-    def __init__(self, state: ServerState, request: GenerationRequest, prompt_ids: Sequence[int]) -> None:
+    def __init__(
+        self,
+        state: ServerState,
+        request: GenerationRequest,
+        prompt_ids: Sequence[int],
+        plan: ChatPlan | None = None,
+    ) -> None:
         self.state = state
         self.request = request
         self.prompt_ids = prompt_ids
+        self.plan = plan if plan is not None else ChatPlan(None)
         self.recorder = FinishRecorder()
         self.tokens = 0
         self.error: Exception | None = None
@@ -102,8 +155,15 @@ class Generation:
             reason = finish.reason if finish is not None else FinishReason.CANCELLED
         self._count_end(Finish(reason))
 
-    async def texts(self) -> AsyncGenerator[str, None]:
-        """The text deltas; waits for a generation slot first; disposal on exit of any kind."""
+    @property
+    def routed(self) -> bool:
+        """Whether the output is routed into channels (items are :class:`~._channels.TextDelta`
+        and tool-call events, not ``str``)."""
+        return self.plan.spec is not None
+
+    async def items(self) -> AsyncGenerator[Any, None]:
+        """The text deltas (``str``), or with a routed plan the channel items; waits for a
+        generation slot first; disposal on exit of any kind."""
         stats = self.state.stats
         slots = self.state.slots()
         stats.queued(+1)
@@ -113,16 +173,18 @@ class Generation:
             stats.queued(-1)
         try:
             stats.generation_started()
-            ait: AsyncIterator[str] | None = None
+            ait: AsyncIterator[Any] | None = None
             try:
-                source = build_text_stream(
-                    self.state.model,
-                    self.prompt_ids,
-                    self.request,
-                    on_finish=self.recorder,
-                    on_token=self._on_token,
-                    scheduler=self.state.scheduler,
-                    until=self.state.shutdown,
+                common: dict[str, Any] = {
+                    "on_finish": self.recorder,
+                    "on_token": self._on_token,
+                    "scheduler": self.state.scheduler,
+                    "until": self.state.shutdown,
+                }
+                source: reactivex.Observable[Any] = (
+                    build_chat_stream(self.state.model, self.prompt_ids, self.request, self.plan, **common)
+                    if self.routed
+                    else build_text_stream(self.state.model, self.prompt_ids, self.request, **common)
                 )
                 # back-pressure: a client that reads slowly pauses its generation instead of
                 # letting text pile up in memory
