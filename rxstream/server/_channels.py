@@ -17,7 +17,6 @@ The server's chat completions and ``rxstream chat`` both build their pipeline he
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -333,7 +332,7 @@ def _trim_after_regions(
                     if not text:
                         return None
                     trimming = False
-                    return dataclasses.replace(seg, text=text)
+                    return seg._replace(text=text)
                 return seg
 
             def kept(seg: Segment | None) -> bool:
