@@ -105,9 +105,17 @@ def test_mistral_tool_calls_run_to_the_end() -> None:
     segs = route_text(recorded.MISTRAL, preset("mistral"))
     assert channel_text(segs, "content") == "Checking now."
     assert channel_text(segs, "tool_call").startswith('[{"name": "get_price"')
-    assert segs[-1] == Segment(
-        "tool_call", "malformed", "", None, None, 0, reason=segs[-1].reason
-    )  # [TOOL_CALLS] is closed by </s>; the text ended first
+    # [TOOL_CALLS] is closed by </s>, the end-of-sequence token a generator stops at without
+    # emitting it: the end of the stream closes the region (not malformed)
+    assert segs[-1] == Segment("tool_call", "close", "", None, None, 0)
+    assert not [s for s in segs if s.event == "malformed"]
+
+
+def test_an_unclosed_region_is_malformed_unless_the_end_closes_it() -> None:
+    segs = route_text("<think>still thinking", preset("qwen3"))
+    assert segs[-1].event == "malformed" and "not closed" in segs[-1].reason
+    closed = route_text("<|channel|>final<|message|>Hello", preset("harmony"))
+    assert closed[-1] == Segment("content", "close", "", None, None, 0)
 
 
 # -- properties -----------------------------------------------------------------------------------
