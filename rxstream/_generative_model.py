@@ -25,6 +25,15 @@ class GenerativeModel(Protocol):
         eos_token_ids: the ids that end a generation.
         context_length: prompt plus generated ids at most (None: unknown).
         provider: where it runs, for people to read (``"cpu"``, ``"cuda"``, ``"remote"``...).
+
+    Optional members, used when present (a model without them keeps working):
+
+    - ``chat_template``: the source of its chat template (``str``, or None). The server and the
+      CLI read it to detect a reasoning format (``<think>``, ``[THINK]``, ``<|channel|>``) and
+      whether the template renders ``tools`` itself.
+    - ``render_chat(messages, add_generation_prompt=True, **template_vars) -> str``: the prompt
+      text (the server routes the generation from the end of it, and passes ``tools=`` to a
+      template that renders tools). Without it the prompt text is the decoded prompt ids.
     """
 
     @property

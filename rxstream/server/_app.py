@@ -12,6 +12,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from .._generative_model import GenerativeModel
+from ._channels import check_reasoning_format, resolve_reasoning_format
 from ._generation import batches
 from ._handlers import Handlers
 from ._hosts import HostGuard, parse_allowed_hosts
@@ -34,6 +35,7 @@ def create_app(
     limits: ServerLimits | None = None,
     allowed_hosts: Sequence[str] = (),
     batching: bool | None = None,
+    reasoning_format: str = "auto",
 ) -> Starlette:
     """The ASGI application serving ``model``: an :class:`~rxstream.backends.OnnxModel`, or any
     :class:`~rxstream.GenerativeModel` (a user's own backend, a replayed recording).
@@ -52,6 +54,17 @@ def create_app(
     step for every request) and on the app's pool otherwise; False always uses the pool (one
     generation loop per request); True requires the model's batch (``ValueError`` without one).
     At most ``limits.max_concurrency`` generations run at once either way.
+
+    ``reasoning_format`` says how chat output is split into reasoning, answer and tool calls:
+    ``"auto"`` (detected from the model's ``chat_template``: ``<think>`` -> ``deepseek-r1``, or
+    ``qwen3`` with ``<tool_call>``; ``[THINK]`` -> ``mistral``; ``<|channel|>`` -> ``harmony``; ...;
+    else none), ``"none"`` (no reasoning channel), or a preset name of
+    :data:`rxstream.channels.PRESETS`. ``app.state.reasoning_format`` is the resolved preset
+    name (or None).
+
+    Raises:
+        TypeError: the model lacks a member the server uses.
+        ValueError: an unknown ``reasoning_format``.
     """
     missing = [name for name in _MEMBERS if not hasattr(model, name)]
     if missing:
@@ -59,6 +72,9 @@ def create_app(
             f"create_app: the model lacks {', '.join(missing)} (see rxstream.GenerativeModel for what "
             "a served model provides)"
         )
+    fmt = resolve_reasoning_format(
+        check_reasoning_format(reasoning_format, owner="reasoning_format"), model, owner="reasoning_format"
+    )
     limits = limits if limits is not None else ServerLimits()
     if batching is not None and not isinstance(batching, bool):
         raise TypeError(f"create_app: batching must be None or a bool, got {batching!r}")
@@ -68,6 +84,7 @@ def create_app(
     scheduler = ThreadPoolScheduler(max_workers=limits.max_concurrency)
     state = ServerState(model, model_name, limits, ServerStats(), context_length(model), scheduler)
     state.batching = can_batch if batching is None else batching
+    state.reasoning_format = fmt
     handlers = Handlers(state)
     routes = [
         Route("/", handlers.index, methods=["GET"]),
@@ -98,4 +115,5 @@ def create_app(
     app.state.limits = limits
     app.state.model = model
     app.state.batching = state.batching
+    app.state.reasoning_format = fmt
     return app

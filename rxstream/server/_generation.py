@@ -13,10 +13,11 @@ from .._finish import Finish, FinishOnce, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
 from .._sampling_params import SamplingParams
 from ..aio import to_async_iterable
+from ._channels import ChatPlan, channel_stream
 from ._requests import GenerationRequest
 from ._state import ServerState
 
-__all__ = ["Generation", "batches", "build_text_stream", "model_defaults"]
+__all__ = ["Generation", "batches", "build_chat_stream", "build_text_stream", "model_defaults"]
 
 
 def model_defaults(model: GenerativeModel) -> SamplingParams:
@@ -24,6 +25,38 @@ def model_defaults(model: GenerativeModel) -> SamplingParams:
     :class:`~rxstream.backends.OnnxModel` reads it from ``generation_config.json``), else greedy."""
     defaults = getattr(model, "default_sampling", None)
     return defaults if isinstance(defaults, SamplingParams) else SamplingParams()
+
+
+def _generated_ids(
+    model: GenerativeModel,
+    prompt_ids: Sequence[int],
+    request: GenerationRequest,
+    *,
+    on_finish: Callable[[Finish], None] | None,
+    on_token: Callable[[int], None] | None,
+    scheduler: abc.SchedulerBase | None,
+    until: reactivex.Observable[Any] | None,
+    ready: Callable[[], bool] | None = None,
+) -> reactivex.Observable[int]:
+    """The model's ids for one request (see :func:`build_text_stream` for the arguments)."""
+    extra: dict[str, Any] = {} if ready is None else {"ready": ready}
+    ids: reactivex.Observable[int] = model.generate(
+        list(prompt_ids),
+        params=request.sampling_params(model_defaults(model)),
+        on_finish=on_finish,
+        scheduler=scheduler,
+        **extra,
+    )
+    if until is not None:
+
+        def cancelled(_: Any) -> None:  # reported first: the pipeline then sees its ids end
+            if on_finish is not None:
+                on_finish(Finish(FinishReason.CANCELLED))
+
+        ids = ids.pipe(ops.take_until(until.pipe(ops.do_action(on_next=cancelled))))
+    if on_token is not None:
+        ids = ids.pipe(ops.do_action(on_next=on_token))
+    return ids
 
 
 def build_text_stream(
@@ -45,28 +78,21 @@ def build_text_stream(
     cause); ``on_token`` sees each generated id (on the model's worker thread). ``scheduler`` runs
     the generation loop (default: the model's own pool). ``until`` ends the generation early when
     it emits (server shutdown): the ids stop there and the text completes normally, so the
-    response ends cleanly. ``ready`` (for models that batch, see :func:`batches`) pauses the
-    generation while it returns False.
+    response ends cleanly. ``ready`` (only for a model that batches, see :func:`batches`) pauses
+    the generation while it returns False.
     """
     from rxstream.operators import text_pipeline
 
-    extra: dict[str, Any] = {} if ready is None else {"ready": ready}
-    ids: reactivex.Observable[int] = model.generate(
-        list(prompt_ids),
-        params=request.sampling_params(model_defaults(model)),
+    ids = _generated_ids(
+        model,
+        prompt_ids,
+        request,
         on_finish=on_finish,
+        on_token=on_token,
         scheduler=scheduler,
-        **extra,
+        until=until,
+        ready=ready,
     )
-    if until is not None:
-
-        def cancelled(_: Any) -> None:  # reported first: the pipeline then sees its ids end
-            if on_finish is not None:
-                on_finish(Finish(FinishReason.CANCELLED))
-
-        ids = ids.pipe(ops.take_until(until.pipe(ops.do_action(on_next=cancelled))))
-    if on_token is not None:
-        ids = ids.pipe(ops.do_action(on_next=on_token))
     pipeline = text_pipeline(
         model.tokenizer,
         prompt_ids=list(prompt_ids),
@@ -76,6 +102,42 @@ def build_text_stream(
     )
     text: reactivex.Observable[str] = ids.pipe(pipeline)
     return text
+
+
+def build_chat_stream(
+    model: GenerativeModel,
+    prompt_ids: Sequence[int],
+    request: GenerationRequest,
+    plan: ChatPlan,
+    *,
+    on_finish: Callable[[Finish], None] | None = None,
+    on_token: Callable[[int], None] | None = None,
+    scheduler: abc.SchedulerBase | None = None,
+    until: reactivex.Observable[Any] | None = None,
+    ready: Callable[[], bool] | None = None,
+) -> reactivex.Observable[Any]:
+    """A chat request's items routed by ``plan`` (:func:`~._channels.channel_stream`): answer and
+    reasoning :class:`~._channels.TextDelta` items and tool-call events; the request's ``stop``
+    and ``replace`` apply to the answer only. Arguments as for :func:`build_text_stream`."""
+    ids = _generated_ids(
+        model,
+        prompt_ids,
+        request,
+        on_finish=on_finish,
+        on_token=on_token,
+        scheduler=scheduler,
+        until=until,
+        ready=ready,
+    )
+    return channel_stream(
+        ids,
+        model.tokenizer,
+        prompt_ids,
+        plan,
+        stop=request.stop,
+        replace=request.replace,
+        on_finish=on_finish,
+    )
 
 
 _QUEUED_DELTAS = 64
@@ -98,9 +160,18 @@ def batches(model: GenerativeModel) -> bool:
     return hasattr(type(model), "batching") and getattr(model, "batching", None) is not None
 
 
+def _size(item: Any) -> int:
+    """How much of the backlog one queued item is: its characters (``str`` items are merged by the
+    queue, and lengths add up), at least 1 for other items (channel deltas, tool-call events)."""
+    if isinstance(item, str):
+        return len(item)
+    text = getattr(item, "text", None)
+    return max(1, len(text)) if isinstance(text, str) else 1
+
+
 class _Backlog:
-    """Characters a generation has emitted and its response has not taken yet (thread-safe enough:
-    two counters, each written by one side)."""
+    """How much a generation has emitted that its response has not taken yet (two counters, each
+    written by one side: the batch's thread and the event loop)."""
 
     __slots__ = ("consumed", "limit", "produced")
 
@@ -109,8 +180,8 @@ class _Backlog:
         self.produced = 0
         self.consumed = 0
 
-    def on_text(self, text: str) -> None:
-        self.produced += len(text)
+    def on_item(self, item: Any) -> None:
+        self.produced += _size(item)
 
     def ready(self) -> bool:
         return self.produced - self.consumed < self.limit
@@ -119,10 +190,17 @@ class _Backlog:
 class Generation:
     """One request's generation: subscribes on first iteration, always releases what it holds."""
 
-    def __init__(self, state: ServerState, request: GenerationRequest, prompt_ids: Sequence[int]) -> None:
+    def __init__(
+        self,
+        state: ServerState,
+        request: GenerationRequest,
+        prompt_ids: Sequence[int],
+        plan: ChatPlan | None = None,
+    ) -> None:
         self.state = state
         self.request = request
         self.prompt_ids = prompt_ids
+        self.plan = plan if plan is not None else ChatPlan(None)
         self.recorder = FinishRecorder()
         self.tokens = 0
         self.error: Exception | None = None
@@ -140,8 +218,15 @@ class Generation:
             reason = finish.reason if finish is not None else FinishReason.CANCELLED
         self._count_end(Finish(reason))
 
-    async def texts(self) -> AsyncGenerator[str, None]:
-        """The text deltas; waits for a generation slot first; disposal on exit of any kind."""
+    @property
+    def routed(self) -> bool:
+        """Whether the output is routed into channels (items are :class:`~._channels.TextDelta`
+        and tool-call events, not ``str``)."""
+        return self.plan.spec is not None
+
+    async def items(self) -> AsyncGenerator[Any, None]:
+        """The text deltas (``str``), or with a routed plan the channel items; waits for a
+        generation slot first; disposal on exit of any kind."""
         stats = self.state.stats
         slots = self.state.slots()
         stats.queued(+1)
@@ -151,24 +236,26 @@ class Generation:
             stats.queued(-1)
         try:
             stats.generation_started()
-            ait: AsyncIterator[str] | None = None
+            ait: AsyncIterator[Any] | None = None
             batched = self.state.batching
             backlog = _Backlog(_QUEUED_CHARS) if batched else None
             try:
-                source = build_text_stream(
-                    self.state.model,
-                    self.prompt_ids,
-                    self.request,
-                    on_finish=self.recorder,
-                    on_token=self._on_token,
-                    scheduler=None if batched else self.state.scheduler,
-                    until=self.state.shutdown,
-                    ready=backlog.ready if backlog is not None else None,
+                common: dict[str, Any] = {
+                    "on_finish": self.recorder,
+                    "on_token": self._on_token,
+                    "scheduler": None if batched else self.state.scheduler,
+                    "until": self.state.shutdown,
+                    "ready": backlog.ready if backlog is not None else None,
+                }
+                source: reactivex.Observable[Any] = (
+                    build_chat_stream(self.state.model, self.prompt_ids, self.request, self.plan, **common)
+                    if self.routed
+                    else build_text_stream(self.state.model, self.prompt_ids, self.request, **common)
                 )
                 if backlog is not None:
                     # the batch's thread must never wait for one reader: the queue takes what
                     # comes, and a reader that falls behind pauses its own row
-                    source = source.pipe(ops.do_action(on_next=backlog.on_text))
+                    source = source.pipe(ops.do_action(on_next=backlog.on_item))
                     ait = to_async_iterable(source)
                 else:
                     # back-pressure: a client that reads slowly pauses its generation instead of
@@ -176,7 +263,7 @@ class Generation:
                     ait = to_async_iterable(source, maxsize=_QUEUED_DELTAS)
                 async for delta in ait:
                     if backlog is not None:
-                        backlog.consumed += len(delta)
+                        backlog.consumed += _size(delta)
                     yield delta
             except Exception as exc:
                 self.error = exc

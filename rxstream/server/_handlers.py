@@ -43,7 +43,7 @@ class Handlers:
             body = await read_json(request, limits)
             req = validate_request(body, chat=chat, limits=limits)
             self._check_model(body)
-            ids = await prompt_ids(state, req)
+            ids, plan = await prompt_ids(state, req)
             req = fit_budget(state, req, len(ids))
             if stats.waiting >= limits.max_queued and stats.active >= limits.max_concurrency:
                 raise RequestError("the server is busy; try again later", status=503, kind="server_busy")
@@ -51,7 +51,7 @@ class Handlers:
             return err.response()
         except ClientDisconnect:  # gone while sending the body: nobody to answer
             return Response(status_code=499)
-        gen = Generation(state, req, ids)
+        gen = Generation(state, req, ids, plan)
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         created = int(time.time())
         if req.stream:
@@ -59,10 +59,10 @@ class Handlers:
         disconnected, result = await until_disconnect(request.receive, collect(gen))
         if disconnected:
             return Response(status_code=499)
-        error, text = result
+        error, output = result
         if error is not None:
             return RequestError(f"generation failed: {error}", status=500, kind="server_error").response()
-        return JSONResponse(completion_body(gen, text, rid, created, state.model_name))
+        return JSONResponse(completion_body(gen, output, rid, created, state.model_name))
 
     def _check_model(self, body: dict[str, object]) -> None:
         """A request may name the served model, or no model; any other name is OpenAI's 404."""

@@ -38,6 +38,7 @@ class ServerLimits:
         max_regex_hold: the largest (and the default) ``max_hold`` of a regex rule: the most text
             one rule may hold back, in characters.
         max_messages: most chat messages.
+        max_tools: most ``tools`` in a chat request (OpenAI allows 128).
         max_concurrency: generations running at once (the batch size when the model batches).
         max_queued: requests waiting for a generation slot; beyond that: 503.
         max_connections: open connections (idle ones included); beyond that uvicorn answers 503.
@@ -62,6 +63,7 @@ class ServerLimits:
     max_regex_chars: int = 256
     max_regex_hold: int = 256
     max_messages: int = 256
+    max_tools: int = 128
     max_concurrency: int = 16
     max_queued: int = 256
     max_connections: int = 1024

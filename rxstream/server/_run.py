@@ -14,10 +14,12 @@ import uvicorn
 
 from .._generative_model import GenerativeModel
 from ._app import create_app
+from ._channels import check_reasoning_format
 from ._connections import raise_open_files_limit, uvicorn_config
 from ._generation import model_defaults
 from ._hosts import parse_allowed_hosts
 from ._limits import ServerLimits
+from ._tool_prompt import renders_tools
 
 __all__ = ["ServeError", "listen", "run_in_thread", "serve", "url_of"]
 
@@ -182,6 +184,7 @@ def serve(
     batching: bool = True,
     max_kv_tokens: int = 65536,
     prefill_chunk: int = 256,
+    reasoning_format: str = "auto",
 ) -> None:
     """Load ``model`` (a model directory or a known name) and serve it until interrupted.
 
@@ -202,20 +205,23 @@ def serve(
     limits = limits if limits is not None else ServerLimits()
     try:
         allowed = parse_allowed_hosts(allowed_hosts)
+        check_reasoning_format(reasoning_format)
     except ValueError as exc:
         raise ServeError(str(exc)) from None
-    config = _batch_config(batching, limits, max_kv_tokens, prefill_chunk)
+    batch_config = _batch_config(batching, limits, max_kv_tokens, prefill_chunk)
     sock = listen(host, port)
     try:
-        loaded, default_name = _load_model(model, provider, int4, config)
+        loaded, default_name = _load_model(model, provider, int4, batch_config)
         name = model_name or default_name
         context = getattr(loaded, "context_length", None)
-        if config and isinstance(context, int) and max_kv_tokens < context:
+        if batch_config and isinstance(context, int) and max_kv_tokens < context:
             raise ServeError(
                 f"--kv-tokens must hold one request of the whole context ({context} tokens), "
                 f"got {max_kv_tokens}"
             )
-        app = create_app(loaded, model_name=name, limits=limits, allowed_hosts=allowed)
+        app = create_app(
+            loaded, model_name=name, limits=limits, allowed_hosts=allowed, reasoning_format=reasoning_format
+        )
         raise_open_files_limit(limits.max_connections)
         config = uvicorn_config(
             app, limits=limits, log_level=log_level, lifespan="on", timeout_graceful_shutdown=2
@@ -223,6 +229,17 @@ def serve(
         url = url_of(sock)
         print(f"rxstream serve: sampling defaults: {describe_defaults(loaded)}", file=sys.stderr)
         print(f"rxstream serve: {describe_batching(loaded, batching)}", file=sys.stderr)
+        fmt = app.state.reasoning_format
+        how = "detected from the chat template" if reasoning_format == "auto" else "--reasoning-format"
+        print(
+            f"rxstream serve: reasoning format: {fmt or 'none'} ({how}); tools: "
+            + (
+                "the chat template's own"
+                if renders_tools(getattr(loaded, "chat_template", None))
+                else "fallback prompt"
+            ),
+            file=sys.stderr,
+        )
         print(
             f"rxstream serve: {name} on {getattr(loaded, 'provider', '?')}, running on {url}/ "
             f"(chat page: {url}/, OpenAI API: {url}/v1)",

@@ -22,8 +22,7 @@ from reactivex import operators as ops
 
 from rxstream import Finish, FinishReason, FinishRecorder
 from rxstream.backends import OnnxModel, build_tiny_model
-from rxstream.backends.onnx import BatchConfig, Sampler
-from rxstream.backends.onnx import _generation, _kvcache, _scheduler
+from rxstream.backends.onnx import BatchConfig, Sampler, _generation, _kvcache, _scheduler
 
 LOGIT_TOLERANCE = 1e-4
 """Largest |batched - alone| logit difference allowed on the tiny models (measured: ~5e-6)."""

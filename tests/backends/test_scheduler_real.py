@@ -27,8 +27,8 @@ QUESTIONS = [
 ]
 
 LOGIT_TOLERANCE = {"fp32": 1e-4, "int4": 5e-4}
-"""Largest |batched - alone| logit difference allowed (measured on these prompts: 0 for fp32, 1.7e-4 for int4, whose
-4-bit matrix products take another path for several rows)."""
+"""Largest |batched - alone| logit difference allowed (measured on these prompts: 0 for fp32,
+1.7e-4 for int4, whose 4-bit matrix products take another path for several rows)."""
 
 
 @pytest.mark.parametrize("quantization", ["fp32", "int4"])

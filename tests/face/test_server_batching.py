@@ -215,9 +215,9 @@ def test_a_reader_that_falls_behind_pauses_its_row_only(
     async def main() -> tuple[str, str, int, int, int, int]:
         slow = Generation(state, request(msgs), batched.encode_chat(msgs))
         fast = Generation(state, request(other_msgs), batched.encode_chat(other_msgs))
-        slow_texts = slow.texts()
+        slow_texts = slow.items()
         first = await slow_texts.__anext__()
-        fast_text = "".join([d async for d in fast.texts()])
+        fast_text = "".join([d async for d in fast.items()])
         await asyncio.sleep(0.3)
         paused_at = slow.tokens
         await asyncio.sleep(0.3)
