@@ -51,6 +51,21 @@ def test_token_logprobs_is_log_softmax_and_the_k_best(logits: np.ndarray, data: 
     assert len({i for i, _ in top}) == len(top)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1000, 6000), st.integers(1, 20), st.integers(1, 50), st.integers(0, 2**32 - 1))
+def test_the_k_best_of_a_large_row_with_ties(n: int, k: int, distinct: int, seed: int) -> None:
+    """Rows large enough for the blocked pre-filter, with few distinct values (many ties, also
+    across blocks): the values of the k best are exactly those of a full sort."""
+    rng = np.random.default_rng(seed)
+    logits = rng.integers(0, distinct, n).astype(np.float32)
+    _, top = token_logprobs(logits, 0, k)
+    assert [logits[i] for i, _ in top] == sorted(logits, reverse=True)[:k]
+    assert len({i for i, _ in top}) == k
+    ids = [i for i, _ in top]
+    for a, b in zip(ids, ids[1:], strict=False):  # ties among them: lower id first
+        assert logits[a] > logits[b] or a < b
+
+
 def test_token_logprobs_is_stable_for_huge_logits_and_keeps_minus_infinity() -> None:
     logits = np.array([1e30, 1e30 - 1e24, -np.inf, 0.0], np.float32)
     logprob, top = token_logprobs(logits, 0, 4)
