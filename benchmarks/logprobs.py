@@ -99,17 +99,18 @@ def main() -> None:
     lines = [
         "# logprobs overhead (`python benchmarks/logprobs.py`)",
         "",
-        f"{result['model']}, {result['provider']}, {result['machine']}; {args.new_tokens} new tokens, greedy, "
-        f"median of {args.rounds} alternating runs.",
+        f"{result['model']}, {result['provider']}, {result['machine']}; {args.new_tokens} new tokens, "
+        f"greedy, median of {args.rounds} alternating runs.",
         "",
-        "| logprobs | decode tokens/s | end-to-end overhead | token_logprobs per call | share of a decode step |",
+        "| logprobs | decode tokens/s | end-to-end overhead | token_logprobs per call | share of a step |",
         "|---|---|---|---|---|",
         f"| None | {median['None']:.1f} | - | - | - |",
     ]
+    share = result["token_logprobs_pct_of_decode_step"]
     for k in ("0", "5"):
         lines.append(
             f"| {k} | {median[k]:.1f} | {result['end_to_end_overhead_pct'][k]:+.2f}% | "
-            f"{result['token_logprobs_us'][k]:.0f} µs | {result['token_logprobs_pct_of_decode_step'][k]:.2f}% |"
+            f"{result['token_logprobs_us'][k]:.0f} µs | {share[k]:.2f}% |"
         )
     lines.append(
         f"| 20 | (not run end to end) | | {result['token_logprobs_us']['20']:.0f} µs | "

@@ -51,8 +51,8 @@ def token_logprobs(
     numbers do not depend on how a token was chosen. The log-sum-exp is taken after subtracting
     the largest logit (no overflow), summed in float64. The ``k`` best are found with
     ``argpartition`` over the blocks of the row that can hold them (linear in the vocabulary) and
-    sorted best first (ties among them by lower id). A logit of ``-inf`` gives ``-inf``; logits that are all ``-inf``, or hold ``inf`` or NaN,
-    give NaN.
+    sorted best first (ties among them by lower id). A logit of ``-inf`` gives ``-inf``; logits
+    that are all ``-inf``, or hold ``inf`` or NaN, give NaN.
 
     Args:
         logits_row: the logits of one position, shape ``[vocab]`` (not modified).

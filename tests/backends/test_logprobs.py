@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from typing import Any
@@ -62,7 +63,7 @@ def test_the_k_best_of_a_large_row_with_ties(n: int, k: int, distinct: int, seed
     assert [logits[i] for i, _ in top] == sorted(logits, reverse=True)[:k]
     assert len({i for i, _ in top}) == k
     ids = [i for i, _ in top]
-    for a, b in zip(ids, ids[1:], strict=False):  # ties among them: lower id first
+    for a, b in itertools.pairwise(ids):  # ties among them: lower id first
         assert logits[a] > logits[b] or a < b
 
 
