@@ -18,7 +18,7 @@ windowed detokenizer engines); the names above are re-exported from them.
 
 from ._finish import Finish, FinishCallback, FinishOnce, FinishReason, FinishRecorder
 from ._generative_model import GenerativeModel
-from ._piece import Piece
+from ._piece import Piece, TopLogprobs
 from ._sampling_params import SamplingOptions, SamplingParams, SamplingParamsError, SamplingParamsTypeError
 from ._sinks import run_text
 from ._sources import replay
@@ -56,6 +56,7 @@ __all__ = [
     "StopMatcher",
     "StreamDetokenizer",
     "TokenizerProtocol",
+    "TopLogprobs",
     "replace_text",
     "replay",
     "run_text",

@@ -14,7 +14,8 @@ Modules (all private; import from here or from :mod:`rxstream.backends`):
   subscriptions (admission, chunked prefill, one decode step for all rows), :class:`BatchConfig`.
 * ``_kvcache``: the KV caches rows of different lengths share (slots for GroupQueryAttention
   graphs, left padding for plain ones) and the small ONNX graphs that move their blocks.
-* ``_sampling``: :class:`Sampler` (greedy, temperature, top-k/top-p, repetition penalty).
+* ``_sampling``: :class:`Sampler` (greedy, temperature, top-k/top-p, repetition penalty) and
+  :func:`token_logprobs` (a token's log-probability and the best alternatives).
 * ``_chat``: the Jinja chat template.
 * ``_config``: :class:`DecoderConfig` (``config.json``), :func:`sampling_defaults`
   (``generation_config.json``) and the graph file names of a model directory.
@@ -27,7 +28,7 @@ the one way back, pulling a known model in :meth:`OnnxModel.from_pretrained`, is
 from ._config import DecoderConfig, sampling_defaults
 from ._generation import default_scheduler
 from ._model import OnnxModel
-from ._sampling import Sampler
+from ._sampling import Sampler, token_logprobs
 from ._scheduler import BatchConfig, BatchScheduler
 from ._session import Provider
 
@@ -40,4 +41,5 @@ __all__ = [
     "Sampler",
     "default_scheduler",
     "sampling_defaults",
+    "token_logprobs",
 ]

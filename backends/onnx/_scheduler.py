@@ -42,7 +42,7 @@ from reactivex.disposable import Disposable
 
 from rxstream import Finish, FinishCallback, FinishOnce, FinishReason
 
-from ._generation import GenerateCall, make_sampler
+from ._generation import GenerateCall, make_sampler, token_item
 from ._kvcache import KVOps, PaddedCache, SlotCache, batch_layout
 from ._sampling import check_int
 from ._session import DecoderSession
@@ -95,6 +95,7 @@ class BatchRow:
         "prefilled",
         "produced",
         "prompt",
+        "prompt_logits",
         "ready",
         "reserved",
         "sampler",
@@ -106,7 +107,7 @@ class BatchRow:
         self,
         call: GenerateCall,
         prompt: list[int],
-        observer: abc.ObserverBase[int],
+        observer: abc.ObserverBase[Any],
         on_finish: FinishCallback | None,
         seed: int | None,
         ready: Callable[[], bool] | None,
@@ -129,7 +130,12 @@ class BatchRow:
         self.slot = -1
         self.past: list[ort.OrtValue] | None = None
         self.leader: BatchRow | None = None
+        """The row whose prompt this one shares: prefilling (state ``follow``) or done with its
+        prompt (state ``copy``, until placed)."""
         self.followers: list[BatchRow] = []
+        self.prompt_logits: npt.NDArray[np.float32] | None = None
+        """The logits after the prompt (what the first id is sampled from), kept for rows that
+        share the prompt later."""
 
 
 class BatchScheduler:
@@ -261,7 +267,13 @@ class BatchScheduler:
         end without running (no budget: None; cannot fit: the error), to report outside the lock."""
         admitted: list[BatchRow] = []
         ended: list[tuple[BatchRow, Exception | None]] = []
-        leaders = {tuple(r.prompt): r for r in self._rows if r.state == "prefill" and not r.cancelled}
+        # rows whose prompt a newcomer can share: one being prefilled (the newcomer waits for it),
+        # or one that holds its whole prompt in the cache (the newcomer copies it)
+        leaders: dict[tuple[int, ...], BatchRow] = {}
+        for r in self._rows:
+            shareable = r.state == "prefill" or (r.state == "decode" and r.prompt_logits is not None)
+            if shareable and not r.cancelled:
+                leaders.setdefault(tuple(r.prompt), r)
         while self._waiting:
             row = self._waiting[0]
             if row.call.params.max_new_tokens == 0:
@@ -285,7 +297,10 @@ class BatchScheduler:
             self._waiting.popleft()
             key = tuple(row.prompt)
             leader = leaders.get(key)
-            if leader is not None:
+            if leader is not None and leader.state == "decode":
+                row.leader = leader
+                row.state = "copy"
+            elif leader is not None:
                 row.leader = leader
                 leader.followers.append(row)
                 row.state = "follow"
@@ -318,6 +333,31 @@ class BatchScheduler:
         if self._slots is not None:
             row.slot = len(self._rows) - 1
             self._fit_slots(len(self._rows) - 1)
+        if row.state == "copy":
+            self._copy_prompt(row)
+
+    def _copy_prompt(self, row: BatchRow) -> None:
+        """Start ``row`` from the cached prompt of its leader (a decoding row with an equal prompt)."""
+        source = row.leader
+        assert source is not None and source.prompt_logits is not None
+        length = len(row.prompt)
+        try:
+            if self._slots is not None:
+                self._slots.copy_slot(source.slot, row.slot)  # positions past the prompt: unused
+            else:
+                assert self._padded is not None
+                start = int(np.argmax(self._padded.mask[source.slot] > 0))
+                past = self._padded.ops.gather(self._padded.values, [source.slot], start, start + length)
+                row.slot = self._padded.rows
+                self._padded.join(past, length, 1)
+        except Exception as exc:
+            self._fail(row, exc)
+            return
+        row.leader = None
+        row.prefilled = row.length = length
+        row.prompt_logits = source.prompt_logits
+        row.state = "decode"
+        self._emit(row, source.prompt_logits)
 
     def _fit_slots(self, live: int) -> None:
         """Size the slot buffers for the admitted rows, keeping slots ``0 .. live-1``.
@@ -442,7 +482,9 @@ class BatchScheduler:
             row.past = None
             for i, member in enumerate(group):
                 member.slot = first + i
+        prompt_logits = np.array(last, dtype=np.float32, copy=True)
         for member in group:
+            member.prompt_logits = prompt_logits
             member.leader = None
             member.prefilled = length
             member.length = length
@@ -506,7 +548,7 @@ class BatchScheduler:
         if row.cancelled:
             return
         try:
-            row.observer.on_next(token)
+            row.observer.on_next(token if call.logprobs is None else token_item(call, token, logits))
         except Exception as exc:
             self._fail(row, exc)
             return
@@ -559,7 +601,7 @@ class BatchScheduler:
             "layout": self.layout,
             "rows": len(rows),
             "decoding": sum(1 for r in rows if r.state == "decode"),
-            "prefilling": sum(1 for r in rows if r.state in ("prefill", "follow")),
+            "prefilling": sum(1 for r in rows if r.state in ("prefill", "follow", "copy")),
             "max_batch": self.config.max_batch,
             "peak_rows": self._peak_rows,
             "slots": slots,
@@ -600,12 +642,12 @@ def batched_observable(
     on_finish: FinishCallback | None,
     seed: int | None,
     ready: Callable[[], bool] | None,
-) -> Observable[int]:
+) -> Observable[Any]:
     """The cold observable a batched :meth:`OnnxModel.generate` returns: each subscription is a row
     of the model's scheduler (made on first use); disposing cancels that row only."""
 
     def subscribe(
-        observer: abc.ObserverBase[int], _scheduler: abc.SchedulerBase | None = None
+        observer: abc.ObserverBase[Any], _scheduler: abc.SchedulerBase | None = None
     ) -> abc.DisposableBase:
         batch = scheduler()
         row = BatchRow(call, prompt, observer, on_finish, seed, ready)

@@ -402,13 +402,20 @@ def test_generate_n_prefills_once(layout_dir: Path, alone: OnnxModel) -> None:
     model = load(layout_dir)
     prompt = prompts_for(model)[4]
     finishes: list[tuple[int, Finish]] = []
+    gate = threading.Event()  # all four subscribed before any decodes (else the first may end first)
     greedy = model.generate_n(
-        prompt, 4, max_new_tokens=12, ignore_eos=True, on_finish=lambda i, f: finishes.append((i, f))
+        prompt,
+        4,
+        max_new_tokens=12,
+        ignore_eos=True,
+        on_finish=lambda i, f: finishes.append((i, f)),
+        ready=gate.is_set,
     )
     runs: list[list[int]] = [[] for _ in greedy]
     done = [threading.Event() for _ in greedy]
     for obs, ids, event in zip(greedy, runs, done, strict=True):
         obs.subscribe(ids.append, on_completed=event.set)
+    gate.set()
     assert all(e.wait(30) for e in done)
     expected = single(alone, prompt, max_new_tokens=12, ignore_eos=True)[0]
     assert runs == [expected] * 4
@@ -551,3 +558,57 @@ def test_the_worker_thread_ends_when_idle(layout_dir: Path, no_threads_left: Non
     for _ in range(3):
         single(model, prompts_for(model)[0], max_new_tokens=3, ignore_eos=True)
         wait_idle(model)
+
+
+def test_logprobs_through_the_batch_equal_alone(layout_dir: Path, alone: OnnxModel) -> None:
+    """``logprobs=k`` rows in a batch emit the pieces they emit alone (ids equal, numbers within
+    float rounding), beside rows that emit plain ids."""
+    model = load(layout_dir)
+    prompts = prompts_for(model)[:4]
+    gate = threading.Event()
+    runs = [
+        start(model, p, gate.is_set, max_new_tokens=12, ignore_eos=True, logprobs=3 if i % 2 == 0 else None)
+        for i, p in enumerate(prompts)
+    ]
+    gate.set()
+    assert all(r.ended.wait(30) for r in runs)
+    for i, (prompt, run) in enumerate(zip(prompts, runs, strict=True)):
+        k = 3 if i % 2 == 0 else None
+        expected: list[Any] = (
+            alone.generate(prompt, max_new_tokens=12, ignore_eos=True, logprobs=k).pipe(ops.to_list()).run()
+        )
+        if k is None:
+            assert run.ids == expected
+            continue
+        assert [p.ids for p in run.ids] == [p.ids for p in expected]
+        for got, want in zip(run.ids, expected, strict=True):
+            assert got.logprobs == pytest.approx(want.logprobs, abs=LOGIT_TOLERANCE)
+            assert [i for i, _ in got.top_logprobs[0]] == [i for i, _ in want.top_logprobs[0]]
+    wait_idle(model)
+
+
+def test_a_later_row_with_the_same_prompt_copies_it_from_a_running_row(
+    layout_dir: Path, alone: OnnxModel
+) -> None:
+    """A row arriving while another with an equal prompt is decoding starts from a copy of that
+    prompt's cache and logits (no prefill of its own) and still gives its single-run ids."""
+    model = load(layout_dir)
+    prompt = prompts_for(model)[4]
+    first = Run()
+    second: list[Run] = []
+
+    def on_next(token: int) -> None:
+        first.ids.append(token)
+        if len(first.ids) == 5:
+            second.append(start(model, prompt, max_new_tokens=15, ignore_eos=True, temperature=1.0, seed=9))
+
+    model.generate(prompt, on_finish=first.recorder, max_new_tokens=30, ignore_eos=True).subscribe(
+        on_next, first.errors.append, first.ended.set
+    )
+    assert first.ended.wait(30) and second[0].ended.wait(30)
+    assert first.ids == single(alone, prompt, max_new_tokens=30, ignore_eos=True)[0]
+    expected = single(alone, prompt, max_new_tokens=15, ignore_eos=True, temperature=1.0, seed=9)[0]
+    assert second[0].ids == expected
+    stats = model.batch_stats()
+    assert stats is not None and stats["prefill_tokens"] == len(prompt)
+    wait_idle(model)
