@@ -61,8 +61,13 @@ a valid call was made.
 
 Concurrency: generations run on the model's worker threads, never on the event loop (tokenizing
 and chat templates run in ``asyncio.to_thread``). At most ``ServerLimits.max_concurrency``
-generations run at once (default 4); further requests wait in a queue (at most
-``ServerLimits.max_queued``, default 256; beyond that the answer is 503). A client that
+generations run at once (default 16); further requests wait in a queue (at most
+``ServerLimits.max_queued``, default 256; beyond that the answer is 503). A model that batches
+(an :class:`~rxstream.backends.OnnxModel` with ``batching``, ``rxstream serve --batching on``)
+runs them all in one decode step per token (continuous batching); a response that falls behind
+its reader pauses its own generation there, never the batch. Other models (and
+``create_app(..., batching=False)``) run one generation loop per request on the app's thread
+pool. ``/health`` reports the batch (rows, slots, KV positions and bytes). A client that
 disconnects -- while waiting or while streaming -- has its subscription disposed, which cancels
 the generation within one token.
 
