@@ -19,6 +19,18 @@ Two layouts, chosen from the graph (:func:`batch_layout`):
 Blocks move with small ONNX graphs (:class:`KVOps`: copy, resize, gather, join) run by ONNX
 Runtime on the model's own provider, so the cache never leaves the device it lives on and the CPU
 runs the very code a CUDA device runs.
+
+CUDA (reviewed, not run: there is no GPU where this is tested). What the CUDA path relies on:
+buffers from ``OrtValue.ortvalue_from_shape_and_type(..., "cuda", 0)`` and their
+``data_ptr()`` bound with ``IOBinding.bind_input/bind_output(name, "cuda", 0, dtype, shape, ptr)``
+(past and present of a slot range are one device pointer, as onnxruntime-genai binds them);
+logits bound to a host buffer (ONNX Runtime copies them out after the run); the KV ops
+(Identity, Slice, Pad, Gather, Concat) have CUDA kernels in float16 and float32, and their
+session uses the model session's provider list. A float32 model runs its plain graph on CUDA
+(GroupQueryAttention's CUDA kernels are float16/bfloat16 only), hence the padded layout there.
+Not verified: chunked prefill of a slot row (a GroupQueryAttention pass with ``sequence_length >
+1`` after a past) on CUDA kernels; with one chunk per prompt (``prefill_chunk`` at least the
+longest prompt) no such pass happens.
 """
 
 from __future__ import annotations
