@@ -73,6 +73,7 @@ class LevelResult:
     ttft_p95_ms: float
     request_p50_s: float
     peak_rss_mb: float
+    load_avg: float = 0.0
 
 
 def free_port() -> int:
@@ -211,6 +212,7 @@ async def run_level(
         ttft_p95_ms=percentile(ttfts, 0.95) * 1000,
         request_p50_s=statistics.median(r.total for r in results),
         peak_rss_mb=rss.peak_kb / 1024,
+        load_avg=os.getloadavg()[0],
     )
 
 
@@ -240,6 +242,9 @@ def write_results(path: Path, meta: dict[str, Any], runs: list[tuple[str, list[L
         "peak RSS = the server process's resident memory, highest sample (every 20 ms) during the level",
         f"- server: `--max-concurrency {meta['max_concurrency']}` (generation slots; with batching: "
         "the batch size)",
+        "- the modes' servers run side by side and each level is run in both modes back to back "
+        "(batching on first), so both see about the same load from other processes; "
+        "`load avg after` is the machine's 1-minute load average when the level ended",
         f"- machine: {meta['machine']}",
         f"- command: `{meta['command']}`",
     ]
@@ -253,14 +258,14 @@ def write_results(path: Path, meta: dict[str, Any], runs: list[tuple[str, list[L
             f"## {title}",
             "",
             "| clients | requests | tokens | wall s | aggregate tokens/s | TTFT p50 ms | TTFT p95 ms "
-            "| request p50 s | peak RSS MB |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| request p50 s | peak RSS MB | load avg after |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for lv in levels:
             lines.append(
                 f"| {lv.concurrency} | {lv.requests} | {lv.tokens} | {lv.wall_s:.2f} | {lv.tokens_per_s:.1f} "
                 f"| {lv.ttft_p50_ms:.0f} | {lv.ttft_p95_ms:.0f} | {lv.request_p50_s:.2f} "
-                f"| {lv.peak_rss_mb:.0f} |"
+                f"| {lv.peak_rss_mb:.0f} | {lv.load_avg:.1f} |"
             )
     lines.append("")
     path.write_text("\n".join(lines), encoding="utf-8")
@@ -291,21 +296,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--modes takes on and/or off")
 
     load_at_start = os.getloadavg()[0]
-    runs: list[tuple[str, list[LevelResult]]] = []
+    results: dict[str, list[LevelResult]] = {m: [] for m in modes}
+    procs: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         model_arg, description = choose_model(args.model, Path(tmp))
-        for mode in modes:
-            port = free_port()
-            url = f"http://127.0.0.1:{port}"
-            cmd = [sys.executable, "-m", "rxstream", "serve", "--port", str(port), "--model", model_arg]
-            cmd += ["--model-name", "bench", "--batching", mode, "--provider", args.provider]
-            cmd += ["--max-concurrency", str(args.max_concurrency), "--log-level", "warning"]
-            proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-            try:
+        try:
+            for mode in modes:
+                port = free_port()
+                url = f"http://127.0.0.1:{port}"
+                cmd = [sys.executable, "-m", "rxstream", "serve", "--port", str(port), "--model", model_arg]
+                cmd += ["--model-name", "bench", "--batching", mode, "--provider", args.provider]
+                cmd += ["--max-concurrency", str(args.max_concurrency), "--log-level", "warning"]
+                proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                procs[mode] = (proc, url)
                 wait_ready(url, proc)
                 asyncio.run(run_level(url, 1, 1, 8))  # warm-up
-                results = []
-                for level in levels:
+            for level in levels:
+                for mode in modes:
+                    proc, url = procs[mode]
                     result = asyncio.run(
                         run_level(url, level, args.requests_per_client, args.max_tokens, proc.pid)
                     )
@@ -313,17 +321,19 @@ def main(argv: list[str] | None = None) -> int:
                         f"batching {mode:>3}, {level:>3} clients: {result.tokens} tokens "
                         f"in {result.wall_s:.2f}s = "
                         f"{result.tokens_per_s:.1f} tok/s; TTFT p50 {result.ttft_p50_ms:.0f} ms, "
-                        f"p95 {result.ttft_p95_ms:.0f} ms; peak RSS {result.peak_rss_mb:.0f} MB",
+                        f"p95 {result.ttft_p95_ms:.0f} ms; peak RSS {result.peak_rss_mb:.0f} MB; "
+                        f"load {result.load_avg:.1f}",
                         flush=True,
                     )
-                    results.append(result)
-                runs.append((mode, results))
-            finally:
+                    results[mode].append(result)
+        finally:
+            for proc, _ in procs.values():
                 proc.terminate()
                 try:
                     proc.wait(10)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+    runs = [(m, results[m]) for m in modes]
     meta = {
         "model": description,
         "provider": args.provider,
