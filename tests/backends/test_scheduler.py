@@ -25,7 +25,8 @@ from rxstream.backends import OnnxModel, build_tiny_model
 from rxstream.backends.onnx import BatchConfig, Sampler, _generation, _kvcache, _scheduler
 
 LOGIT_TOLERANCE = 1e-4
-"""Largest |batched - alone| logit difference allowed on the tiny models (measured: ~5e-6)."""
+"""Largest |batched - alone| logit difference allowed on the tiny models (measured: 0 in the slot
+layout, 4.8e-6 in the padded layout, whose attention runs over the padded width)."""
 
 
 @pytest.fixture(scope="module")
@@ -166,6 +167,7 @@ def test_batched_rows_equal_single_runs(
         got, want = batched_log.logits[tuple(prompt)], alone_log.logits[tuple(prompt)]
         assert len(got) == len(want) == n
         worst = max(worst, max(float(np.abs(a - b).max()) for a, b in zip(got, want, strict=True)))
+    print(f"largest |batched - alone| logit difference: {worst:.2e}")
     assert worst <= LOGIT_TOLERANCE
     wait_idle(model)
 
