@@ -230,7 +230,7 @@ class OnnxModel:
                 "waiting": 0,
                 "kv_bytes": 0,
                 "max_batch": self._batching.max_batch,
-                "max_kv_tokens": self._batching.max_kv_tokens,
+                "max_kv_tokens": self._batching.kv_budget(self.max_length),
             }
         return scheduler.stats()
 
@@ -361,7 +361,9 @@ class OnnxModel:
 
         Each subscription is one generation. With :attr:`batching` (the default) and no
         ``scheduler``, it joins the model's batch (:class:`BatchScheduler`: one worker thread
-        steps every running generation at once and emits each id on that thread); otherwise it
+        steps every running generation at once and emits each id on that thread, so a subscriber
+        that blocks in ``on_next`` holds up the whole batch: hand slow work to another thread, or
+        pass ``ready``); otherwise it
         runs its own loop on ``scheduler`` (default: a scheduler passed to ``subscribe``, else the
         shared :func:`default_scheduler` pool). Either way each id is emitted as soon as it is
         sampled. It completes on an EOS id (not emitted; ``Finish(EOS)``), on one of

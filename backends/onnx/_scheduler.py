@@ -50,12 +50,15 @@ from ._kvcache import KVOps, PaddedCache, SlotCache, batch_layout
 from ._sampling import check_int
 from ._session import DecoderSession
 
-__all__ = ["BatchConfig", "BatchRow", "BatchScheduler", "batched_observable"]
+__all__ = ["DEFAULT_KV_TOKENS", "BatchConfig", "BatchRow", "BatchScheduler", "batched_observable"]
 
 log = logging.getLogger("rxstream.backends")
 
 _CAPACITY_STEP = 64
 """Slot capacity grows in multiples of this many positions."""
+
+DEFAULT_KV_TOKENS = 65536
+"""KV-cache positions a batch holds at most by default (or the model's context, if larger)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,18 +70,28 @@ class BatchConfig:
         max_kv_tokens: KV-cache positions at most, all rows together, counted as allocated
             (slots x capacity: rows are padded to the longest reservation, prompt plus
             ``max_new_tokens``); a row that cannot fit even alone fails with a ``ValueError``.
+            None (default): 65536, or the model's context length when that is larger (one
+            request of the whole context always fits).
         prefill_chunk: prompt tokens per prefill pass. Larger chunks prefill faster (bigger matrix
             products), smaller ones let the decoding rows' next tokens out sooner while a long
             prompt is read (a decode step waits for at most about one chunk of prefill).
     """
 
     max_batch: int = 16
-    max_kv_tokens: int = 65536
+    max_kv_tokens: int | None = None
     prefill_chunk: int = 256
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "max_kv_tokens", "prefill_chunk"):
-            check_int("BatchConfig", name, getattr(self, name), minimum=1)
+            value = getattr(self, name)
+            if value is not None or name != "max_kv_tokens":
+                check_int("BatchConfig", name, value, minimum=1)
+
+    def kv_budget(self, context_length: int) -> int:
+        """:attr:`max_kv_tokens`, with None resolved for a model of ``context_length`` tokens."""
+        if self.max_kv_tokens is not None:
+            return self.max_kv_tokens
+        return max(DEFAULT_KV_TOKENS, context_length)
 
 
 class BatchRow:
@@ -151,6 +164,7 @@ class BatchScheduler:
         self.graph = graph
         self.config = config
         self.max_length = max_length
+        self.kv_budget = config.kv_budget(max_length)
         self.layout = layout
         ops = KVOps(graph)
         self._slots = SlotCache(graph, ops) if layout == "slots" else None
@@ -287,12 +301,12 @@ class BatchScheduler:
             if count >= self.config.max_batch:
                 break
             need = self._footprint([*self._rows, *admitted, row])
-            if need > self.config.max_kv_tokens:
+            if need > self.kv_budget:
                 if count == 0:  # it cannot fit even alone
                     self._waiting.popleft()
                     error = ValueError(
                         f"generate: prompt plus max_new_tokens needs {need} KV positions, more than "
-                        f"the batch's max_kv_tokens ({self.config.max_kv_tokens})"
+                        f"the batch's max_kv_tokens ({self.kv_budget})"
                     )
                     ended.append((row, error))
                     continue
@@ -613,7 +627,7 @@ class BatchScheduler:
             "peak_kv_allocated_tokens": self._peak_kv,
             "kv_used_tokens": sum(r.length if r.state == "decode" else r.prefilled for r in rows),
             "kv_bytes": nbytes,
-            "max_kv_tokens": self.config.max_kv_tokens,
+            "max_kv_tokens": self.kv_budget,
             "prefill_chunk": self.config.prefill_chunk,
             "decode_steps": self._steps,
             "prefill_tokens": self._prefill_tokens,

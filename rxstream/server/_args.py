@@ -70,9 +70,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kv-tokens",
         type=int,
-        default=65536,
+        default=None,
         metavar="N",
-        help="KV-cache positions the batch may hold, all requests together (default 65536)",
+        help="KV-cache positions the batch may hold, all requests together "
+        "(default 65536, or the model's context when larger)",
     )
     parser.add_argument(
         "--prefill-chunk",
@@ -144,7 +145,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
         print(f"rxstream serve: {_OPTIONS.get(exc.field, exc.field)} {exc.reason}", file=sys.stderr)
         return 2
     for option, value in (("--kv-tokens", args.kv_tokens), ("--prefill-chunk", args.prefill_chunk)):
-        if value < 1:
+        if value is not None and value < 1:
             print(f"rxstream serve: {option} must be a positive int, got {value}", file=sys.stderr)
             return 2
     try:

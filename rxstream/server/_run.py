@@ -96,18 +96,21 @@ def describe_batching(model: Any, asked: bool) -> str:
         why = "--batching off" if not asked else "this model's graph cannot batch rows of different lengths"
         return f"batching: off ({why}); one generation loop per request"
     return (
-        f"batching: on (up to {config.max_batch} requests per decode step, {config.max_kv_tokens} KV "
+        f"batching: on (up to {config.max_batch} requests per decode step, "
+        f"{config.kv_budget(getattr(model, 'max_length', 0))} KV "
         f"positions, prefill chunks of {config.prefill_chunk} tokens)"
     )
 
 
-def _batch_config(batching: bool, limits: ServerLimits, max_kv_tokens: int, prefill_chunk: int) -> Any:
+def _batch_config(batching: bool, limits: ServerLimits, max_kv_tokens: int | None, prefill_chunk: int) -> Any:
     """The model's :class:`~rxstream.backends.BatchConfig` (False when batching is off)."""
     if not batching:
         return False
     from rxstream.backends import BatchConfig
 
     for option, value in (("--kv-tokens", max_kv_tokens), ("--prefill-chunk", prefill_chunk)):
+        if value is None and option == "--kv-tokens":
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ServeError(f"{option} must be a positive int, got {value!r}")
     return BatchConfig(
@@ -182,14 +185,15 @@ def serve(
     allowed_hosts: Sequence[str] = (),
     log_level: str = "info",
     batching: bool = True,
-    max_kv_tokens: int = 65536,
+    max_kv_tokens: int | None = None,
     prefill_chunk: int = 256,
     reasoning_format: str = "auto",
 ) -> None:
     """Load ``model`` (a model directory or a known name) and serve it until interrupted.
 
     ``batching`` (default): the requests' generations share one batch on the model (continuous
-    batching: up to ``limits.max_concurrency`` rows, ``max_kv_tokens`` KV-cache positions,
+    batching: up to ``limits.max_concurrency`` rows, ``max_kv_tokens`` KV-cache positions (None:
+    65536, or the model's context when larger),
     prompts prefilled ``prefill_chunk`` tokens at a time; see
     :class:`~rxstream.backends.BatchConfig`); ``batching=False``: one generation loop per request
     on its own thread (the mode before batching).
@@ -214,7 +218,12 @@ def serve(
         loaded, default_name = _load_model(model, provider, int4, batch_config)
         name = model_name or default_name
         context = getattr(loaded, "context_length", None)
-        if batch_config and isinstance(context, int) and max_kv_tokens < context:
+        if (
+            batch_config
+            and isinstance(context, int)
+            and max_kv_tokens is not None
+            and max_kv_tokens < context
+        ):
             raise ServeError(
                 f"--kv-tokens must hold one request of the whole context ({context} tokens), "
                 f"got {max_kv_tokens}"

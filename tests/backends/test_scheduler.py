@@ -614,3 +614,14 @@ def test_a_later_row_with_the_same_prompt_copies_it_from_a_running_row(
     stats = model.batch_stats()
     assert stats is not None and stats["prefill_tokens"] == len(prompt)
     wait_idle(model)
+
+
+def test_default_kv_budget_holds_one_request_of_the_whole_context(tmp_path: Path) -> None:
+    small = OnnxModel.load(build_tiny_model(tmp_path / "small", seed=0, attention="gqa"))
+    assert (small.batch_stats() or {})["max_kv_tokens"] == 65536
+    wide = OnnxModel.load(
+        build_tiny_model(tmp_path / "wide", seed=0, attention="gqa", max_position_embeddings=70000)
+    )
+    assert (wide.batch_stats() or {})["max_kv_tokens"] == 70000
+    explicit = OnnxModel.load(tmp_path / "wide", batching=BatchConfig(max_kv_tokens=1000))
+    assert (explicit.batch_stats() or {})["max_kv_tokens"] == 1000

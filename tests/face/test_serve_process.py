@@ -267,6 +267,7 @@ def test_a_port_in_use_is_one_line_before_the_model_loads(tiny_dir: Path) -> Non
 
 def test_start_up_line_names_model_provider_and_urls(server: ServeProcess) -> None:
     assert any(line.startswith("rxstream serve: sampling defaults: greedy") for line in server.log)
+    assert any(line.startswith("rxstream serve: batching: on (up to 16 requests") for line in server.log)
     line = next(line for line in server.log if line.startswith("rxstream serve: ") and "running on" in line)
     assert f"running on {server.url}/" in line and "on cpu" in line
     assert f"chat page: {server.url}/" in line and f"OpenAI API: {server.url}/v1" in line
