@@ -110,6 +110,7 @@ class BatchRow:
         "past",
         "prefilled",
         "produced",
+        "key",
         "prompt",
         "prompt_logits",
         "ready",
@@ -130,6 +131,8 @@ class BatchRow:
     ) -> None:
         self.call = call
         self.prompt = prompt
+        self.key = tuple(prompt)
+        """The prompt as a hashable key (rows with equal keys share a prefill)."""
         self.observer = observer
         self.finish = FinishOnce(on_finish)
         self.sampler = make_sampler(call, prompt, seed)
@@ -290,7 +293,7 @@ class BatchScheduler:
         for r in self._rows:
             shareable = r.state == "prefill" or (r.state == "decode" and r.prompt_logits is not None)
             if shareable and not r.cancelled:
-                leaders.setdefault(tuple(r.prompt), r)
+                leaders.setdefault(r.key, r)
         while self._waiting:
             row = self._waiting[0]
             if row.call.params.max_new_tokens == 0:
@@ -312,7 +315,7 @@ class BatchScheduler:
                     continue
                 break
             self._waiting.popleft()
-            key = tuple(row.prompt)
+            key = row.key
             leader = leaders.get(key)
             if leader is not None and leader.state == "decode":
                 row.leader = leader
