@@ -11,6 +11,7 @@ from reactivex import operators as ops
 
 from .._finish import Finish, FinishOnce, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
+from .._piece import Piece
 from .._sampling_params import SamplingParams
 from ..aio import to_async_iterable
 from ._requests import GenerationRequest
@@ -32,27 +33,37 @@ def build_text_stream(
     request: GenerationRequest,
     *,
     on_finish: Callable[[Finish], None] | None = None,
-    on_token: Callable[[int], None] | None = None,
+    on_token: Callable[[Any], None] | None = None,
     scheduler: abc.SchedulerBase | None = None,
     until: reactivex.Observable[Any] | None = None,
-) -> reactivex.Observable[str]:
+    choice: int = 0,
+) -> reactivex.Observable[Any]:
     """The text of one request: the model's ids through :func:`~rxstream.operators.text_pipeline`
     (``detokenize -> stop -> replace``, the order ``rxstream chat`` uses too).
 
+    Items are text deltas (``str``); when the request asks for log-probabilities, the model is
+    asked for them (``generate(..., logprobs=k)``) and the items are aligned
+    :class:`~rxstream.Piece` values carrying the tokens whose text they complete, with their
+    log-probabilities (SEMANTICS §5: tokens whose text a stop cuts, even in part, are not in any
+    piece).
+
     ``on_finish`` receives the reports of the model and of the pipeline (pass a
     :class:`~rxstream.FinishRecorder` to learn why the request ended: the first report is the
-    cause); ``on_token`` sees each generated id (on the model's worker thread). ``scheduler`` runs
-    the generation loop (default: the model's own pool). ``until`` ends the generation early when
-    it emits (server shutdown): the ids stop there and the text completes normally, so the
-    response ends cleanly.
+    cause); ``on_token`` sees each item the model emits (an id, or a piece with logprobs; on the
+    model's worker thread). ``scheduler`` runs the generation loop (default: the model's own
+    pool). ``until`` ends the generation early when it emits (server shutdown): the ids stop there
+    and the text completes normally, so the response ends cleanly. ``choice``: the index of this
+    generation among the request's ``n`` (it samples with ``seed + choice``).
     """
     from rxstream.operators import text_pipeline
 
-    ids: reactivex.Observable[int] = model.generate(
+    extra: dict[str, Any] = {} if request.logprobs is None else {"logprobs": request.logprobs}
+    ids: reactivex.Observable[Any] = model.generate(
         list(prompt_ids),
-        params=request.sampling_params(model_defaults(model)),
+        params=request.sampling_params(model_defaults(model), choice),
         on_finish=on_finish,
         scheduler=scheduler,
+        **extra,
     )
     if until is not None:
 
@@ -68,9 +79,10 @@ def build_text_stream(
         prompt_ids=list(prompt_ids),
         stop=request.stop,
         replace=request.replace,
+        aligned=request.logprobs is not None,
         on_finish=on_finish,
     )
-    text: reactivex.Observable[str] = ids.pipe(pipeline)
+    text: reactivex.Observable[Any] = ids.pipe(pipeline)
     return text
 
 
@@ -81,17 +93,21 @@ _QUEUED_DELTAS = 64
 class Generation:
     """One request's generation: subscribes on first iteration, always releases what it holds."""
 
-    def __init__(self, state: ServerState, request: GenerationRequest, prompt_ids: Sequence[int]) -> None:
+    def __init__(
+        self, state: ServerState, request: GenerationRequest, prompt_ids: Sequence[int], choice: int = 0
+    ) -> None:
         self.state = state
         self.request = request
         self.prompt_ids = prompt_ids
+        self.choice = choice
+        """The index of this generation among the request's ``n`` choices."""
         self.recorder = FinishRecorder()
         self.tokens = 0
         self.error: Exception | None = None
         self._count_end = FinishOnce(lambda f: state.stats.generation_ended(f.reason, self.tokens))
 
-    def _on_token(self, _id: int) -> None:
-        self.tokens += 1
+    def _on_token(self, item: Any) -> None:
+        self.tokens += len(item.ids) if isinstance(item, Piece) else 1
 
     def _end(self) -> None:
         """Count the generation's end in the server's stats (once)."""
@@ -102,8 +118,9 @@ class Generation:
             reason = finish.reason if finish is not None else FinishReason.CANCELLED
         self._count_end(Finish(reason))
 
-    async def texts(self) -> AsyncGenerator[str, None]:
-        """The text deltas; waits for a generation slot first; disposal on exit of any kind."""
+    async def texts(self) -> AsyncGenerator[str | Piece, None]:
+        """The text deltas (aligned pieces when the request asks for log-probabilities); waits for
+        a generation slot first; disposal on exit of any kind."""
         stats = self.state.stats
         slots = self.state.slots()
         stats.queued(+1)
@@ -113,7 +130,7 @@ class Generation:
             stats.queued(-1)
         try:
             stats.generation_started()
-            ait: AsyncIterator[str] | None = None
+            ait: AsyncIterator[str | Piece] | None = None
             try:
                 source = build_text_stream(
                     self.state.model,
@@ -123,6 +140,7 @@ class Generation:
                     on_token=self._on_token,
                     scheduler=self.state.scheduler,
                     until=self.state.shutdown,
+                    choice=self.choice,
                 )
                 # back-pressure: a client that reads slowly pauses its generation instead of
                 # letting text pile up in memory
