@@ -144,7 +144,9 @@ class Generation:
                 )
                 # back-pressure: a client that reads slowly pauses its generation instead of
                 # letting text pile up in memory
-                ait = to_async_iterable(source, maxsize=_QUEUED_DELTAS)
+                # pieces are not joined: each token's text_offset is decided within its own piece
+                coalesce = self.request.logprobs is None
+                ait = to_async_iterable(source, maxsize=_QUEUED_DELTAS, coalesce=coalesce)
                 async for delta in ait:
                     yield delta
             except Exception as exc:

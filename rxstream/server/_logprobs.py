@@ -96,9 +96,11 @@ class ChatLogprobs:
 class CompletionLogprobs:
     """Completions' parallel lists for the tokens of pieces, with each token's offset in the text.
 
-    ``text_offset`` is the character offset, in the choice's text, where a token's text starts:
-    the start of its piece, plus the characters of the piece's earlier tokens (at most the
-    piece's length, since ``replace`` may have rewritten it).
+    ``text_offset`` is the character offset, in the choice's text, where the text a token
+    completes starts (SEMANTICS §5): the start of its piece, plus the whole characters of the
+    piece's earlier tokens (at most the piece's length, since ``replace`` may have rewritten it).
+    A token that completes no character of its own (the first bytes of a character split across
+    tokens) starts where the token that completes it does.
     """
 
     def __init__(self, names: TokenNames) -> None:
