@@ -11,12 +11,11 @@ value OpenAI uses for "very unlikely".
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 from .._piece import Piece, TopLogprobs
-from ..detok import as_detok_tokenizer
+from ..detok import TokenBytes
 
 __all__ = ["ChatLogprobs", "CompletionLogprobs", "TokenNames", "clamp"]
 
@@ -32,11 +31,8 @@ class TokenNames:
     """Each id's own bytes and its ``token`` string, computed once per id (thread-safe)."""
 
     def __init__(self, tokenizer: Any) -> None:
-        self._adapter = as_detok_tokenizer(tokenizer)
-        table = self._adapter.decode_table(False)
-        self._table = table.later if table is not None else None
+        self._bytes = TokenBytes(tokenizer)
         self._cache: dict[int, tuple[str, list[int], int]] = {}
-        self._lock = threading.Lock()
 
     def get(self, token: int | str) -> tuple[str, list[int], int]:
         """``(token string, its UTF-8 bytes, how many whole characters they hold)``."""
@@ -44,19 +40,12 @@ class TokenNames:
             raw = token.encode("utf-8", "surrogatepass")
             return token, list(raw), len(token)
         hit = self._cache.get(token)
-        if hit is not None:
-            return hit
-        data = None
-        if self._table is not None and 0 <= token < len(self._table):
-            data = self._table[token]
-        if data is None:
-            data = self._adapter.decode([token], False).encode("utf-8", "surrogatepass")
-        name = data.decode("utf-8", "backslashreplace")
-        entry = (name, list(data), len(data.decode("utf-8", "ignore")))
-        with self._lock:
+        if hit is None:
+            data = self._bytes.bytes_of(token)
+            hit = (data.decode("utf-8", "backslashreplace"), list(data), len(data.decode("utf-8", "ignore")))
             if len(self._cache) < 1 << 20:
-                self._cache[token] = entry
-        return entry
+                self._cache[token] = hit  # a dict assignment is atomic: at worst computed twice
+        return hit
 
 
 def _tops(piece: Piece) -> Sequence[TopLogprobs]:
