@@ -27,11 +27,19 @@ class GenerativeModel(Protocol):
         context_length: prompt plus generated ids at most (None: unknown).
         provider: where it runs, for people to read (``"cpu"``, ``"cuda"``, ``"remote"``...).
 
-    Optionally, ``generate`` also takes ``logprobs: int | None = None`` (as
-    :meth:`rxstream.backends.OnnxModel.generate` does): with an int ``k`` it emits, for each id, a
-    :class:`~rxstream.Piece` with no text carrying the id, its log-probability and the ``k`` most
-    likely ids (``top_logprobs``). A model without it is served without log-probabilities
-    (:func:`supports_logprobs` tells).
+    Optional members, used when present (a model without them keeps working):
+
+    - ``chat_template``: the source of its chat template (``str``, or None). The server and the
+      CLI read it to detect a reasoning format (``<think>``, ``[THINK]``, ``<|channel|>``) and
+      whether the template renders ``tools`` itself.
+    - ``render_chat(messages, add_generation_prompt=True, **template_vars) -> str``: the prompt
+      text (the server routes the generation from the end of it, and passes ``tools=`` to a
+      template that renders tools). Without it the prompt text is the decoded prompt ids.
+    - ``generate(..., logprobs=k)`` (an int, or None for plain ids; as
+      :meth:`rxstream.backends.OnnxModel.generate` takes it): with an int ``k`` it emits, for each
+      id, a :class:`~rxstream.Piece` with no text carrying the id, its log-probability and the
+      ``k`` most likely ids (``top_logprobs``). A model without it is served without
+      log-probabilities (:func:`supports_logprobs` tells).
     """
 
     @property

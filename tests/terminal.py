@@ -27,6 +27,7 @@ class Terminal:
         self.pid = pid
         self.fd = fd
         self.output = ""  # everything shown so far, line ends as \n, no colour codes
+        self.raw = ""  # everything shown so far, as the terminal received it
         self._seen = 0
         self.status: int | None = None
 
@@ -43,6 +44,7 @@ class Terminal:
             return False
         if not data:
             return False
+        self.raw += data.decode("utf-8", "replace")
         self.output += _ANSI.sub("", data.decode("utf-8", "replace")).replace("\r\n", "\n")
         return True
 

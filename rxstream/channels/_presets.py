@@ -51,7 +51,7 @@ PRESETS: dict[str, RouteSpec] = {
     "mistral": RouteSpec(
         (
             Region("reasoning", ("[THINK]",), ("[/THINK]",)),
-            Region("tool_call", ("[TOOL_CALLS]",), ("</s>",)),
+            Region("tool_call", ("[TOOL_CALLS]",), ("</s>",), close_at_end=True),
         ),
         default_close=("</s>",),
         start_anchor=("[/INST]",),
@@ -62,7 +62,7 @@ PRESETS: dict[str, RouteSpec] = {
     # Llama 3.x JSON tool calls: <|python_tag|>{"name": ..., "parameters": {...}} up to <|eom_id|>
     # or <|eot_id|>.
     "llama3": RouteSpec(
-        (Region("tool_call", ("<|python_tag|>",), ("<|eom_id|>", "<|eot_id|>")),),
+        (Region("tool_call", ("<|python_tag|>",), ("<|eom_id|>", "<|eot_id|>"), close_at_end=True),),
         default_close=("<|eot_id|>",),
         start_anchor=("<|start_header_id|>assistant<|end_header_id|>\n\n",),
         kinds=_KINDS,
@@ -94,6 +94,7 @@ PRESETS: dict[str, RouteSpec] = {
                 "content",
                 (rx(r"(?:<\|start\|>assistant)?<\|channel\|>final<\|message\|>"),),
                 ("<|return|>", "<|end|>"),
+                close_at_end=True,
             ),
         ),
         default="other",

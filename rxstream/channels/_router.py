@@ -530,7 +530,7 @@ class Router:
             return
         region = self.spec.regions[self._region]
         index = self._counts.get(region.channel, 0)
-        if region.close:
+        if region.close and not region.close_at_end:
             closes = " or ".join(repr(d.text if isinstance(d, SpecialToken) else d) for d in region.close[:3])
             reason = f"the {region.channel!r} region is not closed: no {closes} before the end"
             self._emit(out, region.channel, "malformed", "", index, reason=reason, last=True)

@@ -90,12 +90,15 @@ class Region:
     """A span of the stream that belongs to ``channel``: from one of ``open`` to one of ``close``.
 
     ``close`` empty: the region runs to the end of the stream (then it closes without a
-    delimiter; that is not malformed).
+    delimiter; that is not malformed). ``close_at_end``: the end of the stream is a proper close
+    too (its closing delimiters are end-of-sequence tokens, which a generator stops at without
+    emitting them: Mistral's ``</s>`` after ``[TOOL_CALLS]``, gpt-oss's ``<|return|>``).
     """
 
     channel: str
     open: tuple[Delimiter, ...]
     close: tuple[Delimiter, ...] = ()
+    close_at_end: bool = False
 
 
 @dataclass(frozen=True)

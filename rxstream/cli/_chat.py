@@ -15,8 +15,11 @@ from .._finish import Finish, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
 from .._piece import Piece
 from .._sampling_params import SamplingParams, SamplingParamsError
+from ..server._args import reasoning_format_option
+from ..server._channels import REASONING_FORMATS, ChatPlan, TextDelta, plan_chat, resolve_reasoning_format
+from ..server._tools import ToolChoice
 from ..text import replace_rules, stop_rules
-from ._text import replace_rule, stop_string, valid_text
+from ._text import replace_rule, stop_string, tools_file, valid_text
 
 __all__ = ["add_chat_parser", "run_chat"]
 
@@ -79,7 +82,28 @@ def add_chat_parser(subparsers: Any) -> None:
         help="a model directory (Optimum or onnxruntime-genai layout) or a known name (smollm2)",
     )
     p.add_argument("--int4", action="store_true", help="use the int4 build of the default model")
-    p.add_argument("--show-tokens", action="store_true", help="show the token ids behind each piece of text")
+    p.add_argument(
+        "--show-tokens",
+        action="store_true",
+        help="show the token ids behind each piece of text (the raw text: no reasoning or tool channels)",
+    )
+    p.add_argument(
+        "--reasoning-format",
+        type=reasoning_format_option,
+        default="auto",
+        metavar="FORMAT",
+        help="how the output is split into reasoning, answer and tool calls: "
+        f"{', '.join(REASONING_FORMATS)} (default auto: detected from the model's chat template)",
+    )
+    p.add_argument("--hide-reasoning", action="store_true", help="do not show the model's reasoning")
+    p.add_argument(
+        "--tools",
+        type=tools_file,
+        default=None,
+        metavar="FILE",
+        help="a JSON file with a list of OpenAI function tools to offer the model; its tool calls "
+        "are printed as they complete",
+    )
     p.set_defaults(func=run_chat, exit_on_sigpipe=True)
 
 
@@ -175,6 +199,44 @@ def _with_ids(text: str, ids: tuple[int, ...], dim: Callable[[str], str]) -> str
     return body + dim(f"[{' '.join(map(str, ids))}]") + text[len(body) :]
 
 
+class _Shown:
+    """Writes a routed answer: answer text as it is, reasoning dimmed on a terminal (plain
+    otherwise) or not at all, and each tool call on a line of its own once it is complete."""
+
+    def __init__(self, out: TextIO, dim: Callable[[str], str], *, hide_reasoning: bool) -> None:
+        self.out = out
+        self.dim = dim
+        self.hide_reasoning = hide_reasoning
+        self.last: str = ""  # the kind of the last thing written ("", "content", "reasoning", "tool")
+        self.at_line_start = True
+
+    def _write(self, text: str, kind: str, styled: str | None = None) -> None:
+        if not text:
+            return
+        if self.last and kind != self.last and not self.at_line_start:
+            self.out.write("\n")  # reasoning, answer and tool calls each start on a line of their own
+        self.out.write(styled if styled is not None else text)
+        self.out.flush()
+        self.last = kind
+        self.at_line_start = text.endswith("\n")
+
+    def show(self, item: Any) -> None:
+        if isinstance(item, TextDelta):
+            if item.kind == "content":
+                self._write(item.text, "content")
+            elif not self.hide_reasoning:
+                self._write(item.text, "reasoning", self.dim(item.text))
+            return
+        from rxstream.channels import ToolCallEnd, ToolCallInvalid
+
+        if isinstance(item, ToolCallEnd):
+            line = f"[tool call] {item.name}({item.arguments_text})\n"
+            self._write(line, "tool")
+        elif isinstance(item, ToolCallInvalid):
+            error = " ".join(str(item.error).split())
+            self._write(f"[invalid tool call: {error}]\n", "tool")
+
+
 class _ChatSession:
     """A conversation with one model: the messages so far, and one streamed answer per turn."""
 
@@ -197,40 +259,58 @@ class _ChatSession:
         self.replace = replace_rules(args.replace, owner="--replace")
         tty = getattr(out, "isatty", lambda: False)()
         self.dim: Callable[[str], str] = (lambda s: f"\x1b[2m{s}\x1b[0m") if tty else (lambda s: s)
+        # channels (reasoning, tool calls): not with --show-tokens, which shows the raw text
+        self.format = None if args.show_tokens else resolve_reasoning_format(args.reasoning_format, model)
+        self.tools: tuple[dict[str, Any], ...] = tuple(args.tools or ())
 
     def reset(self) -> None:
         self.history.clear()
 
-    def _prompt_ids(self, user_text: str) -> list[int]:
+    def _prompt(self, messages: list[dict[str, str]]) -> tuple[list[int], ChatPlan]:
+        """The prompt ids of ``messages`` and how the answer is routed (reasoning, tool calls)."""
+        if self.format is None and not self.tools:
+            return list(self.model.encode_chat(messages)), ChatPlan(None)
+        return plan_chat(
+            self.model,
+            messages,
+            reasoning_format=self.format,
+            tools=self.tools,
+            tool_choice=ToolChoice("auto" if self.tools else "none"),
+            parse_tool_calls=True,
+        )
+
+    def _prompt_ids(self, user_text: str) -> tuple[list[int], ChatPlan]:
         """The prompt for the next turn; the oldest turns are dropped when it would not leave room
         for the answer in the model's context."""
         model = self.model
         if not getattr(model, "has_chat_template", True):
-            return list(model.encode(user_text))
+            return list(model.encode(user_text)), ChatPlan(None)
         context = model.context_length
         turns = [*self.history, {"role": "user", "content": user_text}]
         while True:
-            ids = list(model.encode_chat(self.system + turns))
+            ids, plan = self._prompt(self.system + turns)
             fits = context is None or len(ids) + min(self.params.max_new_tokens, 64) <= context
             if fits or len(turns) <= 1:
-                return ids
+                return ids, plan
             turns = turns[2:]  # drop the oldest exchange
             self.history = self.history[2:]
             print(self.dim("(the oldest turn no longer fits the context: dropped)"), file=self.err)
 
     def turn(self, user_text: str) -> _Answer:
         """Stream the answer to ``user_text``; keep both in the history (a cancelled answer too)."""
-        prompt = self._prompt_ids(user_text)
-        answer = self._stream(prompt)
+        prompt, plan = self._prompt_ids(user_text)
+        answer = self._stream(prompt, plan)
         self.history += [
             {"role": "user", "content": user_text},
             {"role": "assistant", "content": "".join(answer.text)},
         ]
         return answer
 
-    def _stream(self, prompt: list[int]) -> _Answer:
-        """Run the generation through detokenize -> stop -> replace, writing the text as it
-        comes; Ctrl-C disposes the subscription (which cancels the generation)."""
+    def _stream(self, prompt: list[int], plan: ChatPlan) -> _Answer:
+        """Run the generation through detokenize -> stop -> replace (with channels: route, the
+        answer through stop -> replace, reasoning shown dimmed or hidden, tool calls printed as
+        they complete), writing the text as it comes; Ctrl-C disposes the subscription (which
+        cancels the generation)."""
         from reactivex import operators as ops
 
         from rxstream.operators import text_pipeline
@@ -238,24 +318,45 @@ class _ChatSession:
         args, out = self.args, self.out
         recorder = FinishRecorder()
         answer = _Answer(Finish(FinishReason.CANCELLED), time.perf_counter())
-        source = self.model.generate(prompt, params=self.params, on_finish=recorder)
-        text = source.pipe(
-            ops.do_action(lambda _id: answer.token_times.append(time.perf_counter())),
-            text_pipeline(
+        source = self.model.generate(prompt, params=self.params, on_finish=recorder).pipe(
+            ops.do_action(lambda _id: answer.token_times.append(time.perf_counter()))
+        )
+        text: Any
+        if plan.spec is not None and not args.show_tokens:  # --show-tokens: the raw text
+            from ..server._channels import channel_stream
+
+            text = channel_stream(
+                source,
                 self.model.tokenizer,
-                prompt_ids=prompt,
+                prompt,
+                plan,
                 stop=self.stop,
                 replace=self.replace,
-                aligned=args.show_tokens,
                 on_finish=recorder,
-            ),
-        )
+            )
+        else:
+            text = source.pipe(
+                text_pipeline(
+                    self.model.tokenizer,
+                    prompt_ids=prompt,
+                    stop=self.stop,
+                    replace=self.replace,
+                    aligned=args.show_tokens,
+                    on_finish=recorder,
+                )
+            )
+        shown = _Shown(out, self.dim, hide_reasoning=args.hide_reasoning)
 
-        def show(item: str | Piece) -> None:
-            text = item.text if isinstance(item, Piece) else item
-            answer.text.append(text)
-            out.write(_with_ids(text, item.ids, self.dim) if isinstance(item, Piece) else text)
-            out.flush()
+        def show(item: Any) -> None:
+            if isinstance(item, str | Piece):
+                text = item.text if isinstance(item, Piece) else item
+                answer.text.append(text)
+                out.write(_with_ids(text, item.ids, self.dim) if isinstance(item, Piece) else text)
+                out.flush()
+                return
+            if isinstance(item, TextDelta) and item.kind == "content":
+                answer.text.append(item.text)
+            shown.show(item)
 
         done = threading.Event()
 
@@ -269,7 +370,8 @@ class _ChatSession:
                 pass
         except KeyboardInterrupt:
             subscription.dispose()
-        out.write("\n")
+        if shown.last != "tool":  # a tool call's line ends with its own line break
+            out.write("\n")
         out.flush()
         answer.finish = recorder.finish or Finish(FinishReason.CANCELLED)
         return answer

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
+from typing import Any
 
-__all__ = ["replace_rule", "stop_string", "valid_text"]
+__all__ = ["replace_rule", "stop_string", "tools_file", "valid_text"]
 
 
 def valid_text(text: str) -> bool:
@@ -42,3 +44,22 @@ def stop_string(text: str) -> str:
     if not value:
         raise argparse.ArgumentTypeError("--stop needs a non-empty string")
     return value
+
+
+def tools_file(path: str) -> tuple[dict[str, Any], ...]:
+    """``--tools FILE``: a JSON list of OpenAI function tools, checked as the server checks them."""
+    from ..server._errors import RequestError
+    from ..server._limits import ServerLimits
+    from ..server._tools import parse_tools
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{path} is not JSON: {exc}") from None
+    try:
+        return parse_tools({"tools": raw}, ServerLimits())
+    except RequestError as exc:
+        raise argparse.ArgumentTypeError(f"{path}: {exc.message}") from None

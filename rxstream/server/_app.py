@@ -12,6 +12,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from .._generative_model import GenerativeModel
+from ._channels import check_reasoning_format, resolve_reasoning_format
 from ._handlers import Handlers
 from ._hosts import HostGuard, parse_allowed_hosts
 from ._limits import ServerLimits
@@ -32,6 +33,7 @@ def create_app(
     model_name: str = "rxstream",
     limits: ServerLimits | None = None,
     allowed_hosts: Sequence[str] = (),
+    reasoning_format: str = "auto",
 ) -> Starlette:
     """The ASGI application serving ``model``: an :class:`~rxstream.backends.OnnxModel`, or any
     :class:`~rxstream.GenerativeModel` (a user's own backend, a replayed recording).
@@ -44,6 +46,17 @@ def create_app(
     returning a cold ``Observable[int]`` that generates on the given ``scheduler`` (a pool of
     ``limits.max_concurrency`` threads owned by the app). ``app.state.stats`` is
     the :class:`~rxstream.server.ServerStats` of the app.
+
+    ``reasoning_format`` says how chat output is split into reasoning, answer and tool calls:
+    ``"auto"`` (detected from the model's ``chat_template``: ``<think>`` -> ``deepseek-r1``, or
+    ``qwen3`` with ``<tool_call>``; ``[THINK]`` -> ``mistral``; ``<|channel|>`` -> ``harmony``; ...;
+    else none), ``"none"`` (no reasoning channel), or a preset name of
+    :data:`rxstream.channels.PRESETS`. ``app.state.reasoning_format`` is the resolved preset
+    name (or None).
+
+    Raises:
+        TypeError: the model lacks a member the server uses.
+        ValueError: an unknown ``reasoning_format``.
     """
     missing = [name for name in _MEMBERS if not hasattr(model, name)]
     if missing:
@@ -51,9 +64,13 @@ def create_app(
             f"create_app: the model lacks {', '.join(missing)} (see rxstream.GenerativeModel for what "
             "a served model provides)"
         )
+    fmt = resolve_reasoning_format(
+        check_reasoning_format(reasoning_format, owner="reasoning_format"), model, owner="reasoning_format"
+    )
     limits = limits if limits is not None else ServerLimits()
     scheduler = ThreadPoolScheduler(max_workers=limits.max_concurrency)
     state = ServerState(model, model_name, limits, ServerStats(), context_length(model), scheduler)
+    state.reasoning_format = fmt
     handlers = Handlers(state)
     routes = [
         Route("/", handlers.index, methods=["GET"]),
@@ -83,4 +100,5 @@ def create_app(
     app.state.begin_shutdown = state.begin_shutdown
     app.state.limits = limits
     app.state.model = model
+    app.state.reasoning_format = fmt
     return app

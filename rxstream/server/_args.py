@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ._channels import REASONING_FORMATS, check_reasoning_format
 from ._limits import ServerLimits, ServerLimitsError
 from ._run import ServeError, serve
 
@@ -23,6 +24,14 @@ def _port(text: str) -> int:
     return port
 
 
+def reasoning_format_option(text: str) -> str:
+    """``--reasoning-format``: ``auto``, ``none`` or a preset name (aliases accepted)."""
+    try:
+        return check_reasoning_format(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--reasoning-format ")) from None
+
+
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``rxstream serve`` options to ``parser``."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -37,6 +46,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--provider", choices=("auto", "cpu", "cuda"), default="auto", help="ONNX Runtime provider"
     )
     parser.add_argument("--model-name", default=None, help="model id shown to clients")
+    parser.add_argument(
+        "--reasoning-format",
+        type=reasoning_format_option,
+        default="auto",
+        metavar="FORMAT",
+        help="how chat output is split into reasoning (reasoning_content), answer and tool calls: "
+        f"{', '.join(REASONING_FORMATS)} (default auto: detected from the model's chat template)",
+    )
     parser.add_argument(
         "--max-concurrency", type=int, default=4, help="generations running at once (default 4)"
     )
@@ -123,6 +140,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
             limits=limits,
             allowed_hosts=args.allowed_hosts,
             log_level=args.log_level,
+            reasoning_format=args.reasoning_format,
         )
     except ServeError as exc:
         print(f"rxstream serve: {exc}", file=sys.stderr)

@@ -14,10 +14,11 @@ from .._generative_model import GenerativeModel
 from .._piece import Piece
 from .._sampling_params import SamplingParams
 from ..aio import to_async_iterable
+from ._channels import ChatPlan, channel_stream
 from ._requests import GenerationRequest
 from ._state import ServerState
 
-__all__ = ["Generation", "build_text_stream", "model_defaults"]
+__all__ = ["Generation", "build_chat_stream", "build_text_stream", "model_defaults"]
 
 
 def model_defaults(model: GenerativeModel) -> SamplingParams:
@@ -25,6 +26,39 @@ def model_defaults(model: GenerativeModel) -> SamplingParams:
     :class:`~rxstream.backends.OnnxModel` reads it from ``generation_config.json``), else greedy."""
     defaults = getattr(model, "default_sampling", None)
     return defaults if isinstance(defaults, SamplingParams) else SamplingParams()
+
+
+def _generated_ids(
+    model: GenerativeModel,
+    prompt_ids: Sequence[int],
+    request: GenerationRequest,
+    *,
+    on_finish: Callable[[Finish], None] | None,
+    on_token: Callable[[Any], None] | None,
+    scheduler: abc.SchedulerBase | None,
+    until: reactivex.Observable[Any] | None,
+    choice: int = 0,
+) -> reactivex.Observable[Any]:
+    """The model's ids for one request (see :func:`build_text_stream` for the arguments); pieces
+    with log-probabilities when the request asks for them."""
+    extra: dict[str, Any] = {} if request.logprobs is None else {"logprobs": request.logprobs}
+    ids: reactivex.Observable[Any] = model.generate(
+        list(prompt_ids),
+        params=request.sampling_params(model_defaults(model), choice),
+        on_finish=on_finish,
+        scheduler=scheduler,
+        **extra,
+    )
+    if until is not None:
+
+        def cancelled(_: Any) -> None:  # reported first: the pipeline then sees its ids end
+            if on_finish is not None:
+                on_finish(Finish(FinishReason.CANCELLED))
+
+        ids = ids.pipe(ops.take_until(until.pipe(ops.do_action(on_next=cancelled))))
+    if on_token is not None:
+        ids = ids.pipe(ops.do_action(on_next=on_token))
+    return ids
 
 
 def build_text_stream(
@@ -44,8 +78,7 @@ def build_text_stream(
     Items are text deltas (``str``); when the request asks for log-probabilities, the model is
     asked for them (``generate(..., logprobs=k)``) and the items are aligned
     :class:`~rxstream.Piece` values carrying the tokens whose text they complete, with their
-    log-probabilities (SEMANTICS §5: tokens whose text a stop cuts, even in part, are not in any
-    piece).
+    log-probabilities (SEMANTICS §5: tokens whose text a stop cuts, even in part, are in no piece).
 
     ``on_finish`` receives the reports of the model and of the pipeline (pass a
     :class:`~rxstream.FinishRecorder` to learn why the request ended: the first report is the
@@ -57,23 +90,16 @@ def build_text_stream(
     """
     from rxstream.operators import text_pipeline
 
-    extra: dict[str, Any] = {} if request.logprobs is None else {"logprobs": request.logprobs}
-    ids: reactivex.Observable[Any] = model.generate(
-        list(prompt_ids),
-        params=request.sampling_params(model_defaults(model), choice),
+    ids = _generated_ids(
+        model,
+        prompt_ids,
+        request,
         on_finish=on_finish,
+        on_token=on_token,
         scheduler=scheduler,
-        **extra,
+        until=until,
+        choice=choice,
     )
-    if until is not None:
-
-        def cancelled(_: Any) -> None:  # reported first: the pipeline then sees its ids end
-            if on_finish is not None:
-                on_finish(Finish(FinishReason.CANCELLED))
-
-        ids = ids.pipe(ops.take_until(until.pipe(ops.do_action(on_next=cancelled))))
-    if on_token is not None:
-        ids = ids.pipe(ops.do_action(on_next=on_token))
     pipeline = text_pipeline(
         model.tokenizer,
         prompt_ids=list(prompt_ids),
@@ -86,6 +112,43 @@ def build_text_stream(
     return text
 
 
+def build_chat_stream(
+    model: GenerativeModel,
+    prompt_ids: Sequence[int],
+    request: GenerationRequest,
+    plan: ChatPlan,
+    *,
+    on_finish: Callable[[Finish], None] | None = None,
+    on_token: Callable[[Any], None] | None = None,
+    scheduler: abc.SchedulerBase | None = None,
+    until: reactivex.Observable[Any] | None = None,
+    choice: int = 0,
+) -> reactivex.Observable[Any]:
+    """A chat request's items routed by ``plan`` (:func:`~._channels.channel_stream`): answer and
+    reasoning :class:`~._channels.TextDelta` items and tool-call events; the request's ``stop``
+    and ``replace`` apply to the answer only. Arguments as for :func:`build_text_stream`
+    (log-probabilities are not available on a routed chat)."""
+    ids = _generated_ids(
+        model,
+        prompt_ids,
+        request,
+        on_finish=on_finish,
+        on_token=on_token,
+        scheduler=scheduler,
+        until=until,
+        choice=choice,
+    )
+    return channel_stream(
+        ids,
+        model.tokenizer,
+        prompt_ids,
+        plan,
+        stop=request.stop,
+        replace=request.replace,
+        on_finish=on_finish,
+    )
+
+
 _QUEUED_DELTAS = 64
 """Text deltas a generation may queue for its response before its worker thread waits."""
 
@@ -94,11 +157,17 @@ class Generation:
     """One request's generation: subscribes on first iteration, always releases what it holds."""
 
     def __init__(
-        self, state: ServerState, request: GenerationRequest, prompt_ids: Sequence[int], choice: int = 0
+        self,
+        state: ServerState,
+        request: GenerationRequest,
+        prompt_ids: Sequence[int],
+        plan: ChatPlan | None = None,
+        choice: int = 0,
     ) -> None:
         self.state = state
         self.request = request
         self.prompt_ids = prompt_ids
+        self.plan = plan if plan is not None else ChatPlan(None)
         self.choice = choice
         """The index of this generation among the request's ``n`` choices."""
         self.recorder = FinishRecorder()
@@ -118,9 +187,16 @@ class Generation:
             reason = finish.reason if finish is not None else FinishReason.CANCELLED
         self._count_end(Finish(reason))
 
-    async def texts(self) -> AsyncGenerator[str | Piece, None]:
-        """The text deltas (aligned pieces when the request asks for log-probabilities); waits for
-        a generation slot first; disposal on exit of any kind."""
+    @property
+    def routed(self) -> bool:
+        """Whether the output is routed into channels (items are :class:`~._channels.TextDelta`
+        and tool-call events, not ``str``)."""
+        return self.plan.spec is not None
+
+    async def items(self) -> AsyncGenerator[Any, None]:
+        """The text deltas (``str``; aligned :class:`~rxstream.Piece` values when the request asks
+        for log-probabilities), or with a routed plan the channel items; waits for a generation
+        slot first; disposal on exit of any kind."""
         stats = self.state.stats
         slots = self.state.slots()
         stats.queued(+1)
@@ -130,17 +206,19 @@ class Generation:
             stats.queued(-1)
         try:
             stats.generation_started()
-            ait: AsyncIterator[str | Piece] | None = None
+            ait: AsyncIterator[Any] | None = None
             try:
-                source = build_text_stream(
-                    self.state.model,
-                    self.prompt_ids,
-                    self.request,
-                    on_finish=self.recorder,
-                    on_token=self._on_token,
-                    scheduler=self.state.scheduler,
-                    until=self.state.shutdown,
-                    choice=self.choice,
+                common: dict[str, Any] = {
+                    "on_finish": self.recorder,
+                    "on_token": self._on_token,
+                    "scheduler": self.state.scheduler,
+                    "until": self.state.shutdown,
+                    "choice": self.choice,
+                }
+                source: reactivex.Observable[Any] = (
+                    build_chat_stream(self.state.model, self.prompt_ids, self.request, self.plan, **common)
+                    if self.routed
+                    else build_text_stream(self.state.model, self.prompt_ids, self.request, **common)
                 )
                 # back-pressure: a client that reads slowly pauses its generation instead of
                 # letting text pile up in memory

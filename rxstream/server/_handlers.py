@@ -62,7 +62,13 @@ class Handlers:
             req = validate_request(body, chat=chat, limits=limits)
             self._check_model(body)
             names = self._token_names(req)
-            ids = await prompt_ids(state, req)
+            ids, plan = await prompt_ids(state, req)
+            if names is not None and plan is not None and plan.spec is not None:
+                raise RequestError(
+                    "log-probabilities are not available on a chat routed into reasoning or tool calls "
+                    f"(the {plan.spec.name!r} format); serve with --reasoning-format none for them",
+                    param="logprobs",
+                )
             req = fit_budget(state, req, len(ids))
             if stats.waiting >= limits.max_queued and stats.active >= limits.max_concurrency:
                 raise RequestError("the server is busy; try again later", status=503, kind="server_busy")
@@ -70,7 +76,7 @@ class Handlers:
             return err.response()
         except ClientDisconnect:  # gone while sending the body: nobody to answer
             return Response(status_code=499)
-        gens = [Generation(state, req, ids, choice=i) for i in range(req.n)]
+        gens = [Generation(state, req, ids, plan, choice=i) for i in range(req.n)]
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         created = int(time.time())
         if req.stream:

@@ -38,6 +38,7 @@ class ServerLimits:
         max_regex_hold: the largest (and the default) ``max_hold`` of a regex rule: the most text
             one rule may hold back, in characters.
         max_messages: most chat messages.
+        max_tools: most ``tools`` in a chat request (OpenAI allows 128).
         max_n: the largest ``n`` (choices per request; each is a generation of its own).
         max_logprobs: the most alternatives per token (``top_logprobs`` for chat, ``logprobs``
             for completions); at most 20, the most the ONNX backend reports.
@@ -68,6 +69,7 @@ class ServerLimits:
     max_regex_chars: int = 256
     max_regex_hold: int = 256
     max_messages: int = 256
+    max_tools: int = 128
     max_n: int = 8
     max_logprobs: int = 20
     max_concurrency: int = 4

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+from ._channels import ChatPlan, UnsupportedChoice, plan_chat
 from ._errors import RequestError
 from ._requests import GenerationRequest
 from ._state import ServerState
@@ -12,18 +13,30 @@ from ._state import ServerState
 __all__ = ["fit_budget", "prompt_ids"]
 
 
-async def prompt_ids(state: ServerState, request: GenerationRequest) -> list[int]:
-    """The request's prompt as token ids (chat template applied), checked against the limits."""
+async def prompt_ids(state: ServerState, request: GenerationRequest) -> tuple[list[int], ChatPlan | None]:
+    """The request's prompt as token ids (chat template applied), checked against the limits, and
+    for a chat how its output is routed (:func:`~._channels.plan_chat`)."""
     model = state.model
+    plan: ChatPlan | None = None
     if request.chat:
         assert request.messages is not None
         messages = [dict(m) for m in request.messages]
         try:
-            encoded = await asyncio.to_thread(model.encode_chat, messages, add_generation_prompt=True)
-            ids: list[int] = list(encoded)
+            ids, plan = await asyncio.to_thread(
+                plan_chat,
+                model,
+                messages,
+                reasoning_format=state.reasoning_format,
+                tools=request.tools,
+                tool_choice=request.tool_choice,
+                parallel_tool_calls=request.parallel_tool_calls,
+            )
+        except UnsupportedChoice as exc:
+            raise RequestError(str(exc), param="tool_choice") from None
         except Exception as exc:
+            message = " ".join(str(exc).split())[:300]  # one line
             raise RequestError(
-                f"the chat template failed on these messages: {exc}", param="messages"
+                f"the chat template failed on these messages: {message}", param="messages"
             ) from exc
     elif request.prompt_ids is not None:
         vocab = model.tokenizer.get_vocab_size(with_added_tokens=True)
@@ -41,6 +54,11 @@ async def prompt_ids(state: ServerState, request: GenerationRequest) -> list[int
             ) from exc
     if not ids:
         raise RequestError("the prompt is empty after tokenization", param="prompt")
+    _check_length(state, request, ids)
+    return ids, plan
+
+
+def _check_length(state: ServerState, request: GenerationRequest, ids: list[int]) -> None:
     limits = state.limits
     prompt_param = "messages" if request.chat else "prompt"
     if len(ids) > limits.max_prompt_tokens:
@@ -55,7 +73,6 @@ async def prompt_ids(state: ServerState, request: GenerationRequest) -> list[int
             "room for an answer",
             param=prompt_param,
         )
-    return ids
 
 
 def fit_budget(state: ServerState, request: GenerationRequest, prompt_tokens: int) -> GenerationRequest:

@@ -8,8 +8,9 @@ belong together) and nothing else.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +27,18 @@ from ..text import (
 )
 from ._errors import RequestError
 from ._limits import ServerLimits
+from ._tools import (
+    ToolChoice,
+    parse_assistant_tool_calls,
+    parse_parallel_tool_calls,
+    parse_tool_choice,
+    parse_tools,
+)
 
 __all__ = ["GenerationRequest", "check_encodable", "validate_request"]
+
+
+_NO_TOOLS = ToolChoice("none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +60,9 @@ class GenerationRequest:
         replace: the replace rules of the ``rxstream`` extension (literal and regex), compiled once.
         max_tokens_given: whether the request set ``max_tokens`` itself (when it did not, the
             server may shorten the default budget to what the model's context leaves).
+        tools: the chat request's function tools (OpenAI objects, checked).
+        tool_choice: what the request asks of tool use (``none`` without tools).
+        parallel_tool_calls: False: at most one tool call (the generation ends after it).
         n: how many choices (each a generation of its own; choice ``i`` samples with ``seed + i``).
         logprobs: None for no log-probabilities, else how many alternatives per token (chat:
             ``top_logprobs`` when ``logprobs`` is true; completions: ``logprobs``).
@@ -57,7 +71,7 @@ class GenerationRequest:
     chat: bool
     prompt: str | None
     prompt_ids: tuple[int, ...] | None
-    messages: tuple[dict[str, str], ...] | None
+    messages: tuple[dict[str, Any], ...] | None
     stream: bool
     include_usage: bool
     max_tokens: int
@@ -65,6 +79,9 @@ class GenerationRequest:
     stop: StopRules | RegexStopRules
     replace: ReplaceRules | RegexReplaceRules
     max_tokens_given: bool = True
+    tools: tuple[dict[str, Any], ...] = ()
+    tool_choice: ToolChoice = _NO_TOOLS
+    parallel_tool_calls: bool = True
     n: int = 1
     logprobs: int | None = None
 
@@ -164,7 +181,16 @@ _COMMON = frozenset(
 """Fields both endpoints implement (``user`` is accepted as the end-user id it is, and unused)."""
 
 _FIELDS = {
-    True: _COMMON | {"messages", "max_completion_tokens", "logprobs", "top_logprobs"},
+    True: _COMMON
+    | {
+        "messages",
+        "max_completion_tokens",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "logprobs",
+        "top_logprobs",
+    },
     False: _COMMON | {"prompt", "logprobs", "best_of"},
 }
 """Implemented fields of chat (True) and completions (False) requests."""
@@ -174,7 +200,7 @@ _NOOP_VALUES: dict[str, tuple[Any, ...]] = {
     "echo": (None, False),
     "best_of": (None, 1),
     "suffix": (None, ""),
-    "tools": (None, []),
+    "tools": (None, []),  # completions requests: chat requests implement the three tool fields
     "functions": (None, []),
     "tool_choice": (None, "none"),
     "function_call": (None, "none"),
@@ -283,7 +309,20 @@ def _content_text(content: Any, index: int) -> str:
     )
 
 
-def _parse_messages(body: Mapping[str, Any], limits: ServerLimits) -> tuple[dict[str, str], ...]:
+def _messages_chars(messages: Sequence[Mapping[str, Any]]) -> int:
+    """The characters of the messages' contents and tool calls."""
+    total = 0
+    for m in messages:
+        total += len(m["content"] or "")
+        for call in m.get("tool_calls", ()):
+            total += len(call["function"]["name"]) + len(json.dumps(call["function"]["arguments"]))
+    return total
+
+
+def _parse_messages(body: Mapping[str, Any], limits: ServerLimits) -> tuple[dict[str, Any], ...]:
+    """The chat messages: ``system``/``developer``, ``user``, ``assistant`` (text, or ``tool_calls``
+    with ``content`` null) and ``tool`` (a result, with the ``tool_call_id`` of a call of the
+    assistant message before it)."""
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise RequestError("'messages' must be a non-empty list", param="messages")
@@ -291,23 +330,56 @@ def _parse_messages(body: Mapping[str, Any], limits: ServerLimits) -> tuple[dict
         raise RequestError(
             f"at most {limits.max_messages} messages are allowed, got {len(raw)}", param="messages"
         )
-    parsed: list[dict[str, str]] = []
+    parsed: list[dict[str, Any]] = []
+    open_calls: set[str] = set()  # ids of the latest assistant message's calls
     for i, msg in enumerate(raw):
         if not isinstance(msg, Mapping):
             raise RequestError(f"messages[{i}] must be an object", param=f"messages[{i}]")
         role = msg.get("role")
-        if role not in ("system", "user", "assistant", "developer"):
+        if role not in ("system", "user", "assistant", "developer", "tool"):
             raise RequestError(
-                f"messages[{i}].role must be system, user or assistant, got {role!r}",
+                f"messages[{i}].role must be system, user, assistant or tool, got {role!r}"[:300],
                 param=f"messages[{i}].role",
             )
-        parsed.append(
-            {
-                "role": "system" if role == "developer" else role,
-                "content": _content_text(msg.get("content"), i),
-            }
-        )
-    if sum(len(m["content"]) for m in parsed) > limits.max_prompt_chars:
+        name = msg.get("name")
+        if name is not None and not isinstance(name, str):
+            raise RequestError(f"messages[{i}].name must be a string", param=f"messages[{i}].name")
+        entry: dict[str, Any] = {"role": "system" if role == "developer" else role}
+        for field, owner in (("tool_calls", "assistant"), ("tool_call_id", "tool")):
+            if msg.get(field) is not None and role != owner:
+                raise RequestError(
+                    f"messages[{i}].{field} belongs to {owner} messages, not {role}",
+                    param=f"messages[{i}].{field}",
+                )
+        if role == "assistant" and msg.get("tool_calls") is not None:
+            calls = parse_assistant_tool_calls(msg.get("tool_calls"), i)
+            content = msg.get("content")
+            entry["content"] = None if content is None else _content_text(content, i)
+            entry["tool_calls"] = calls
+            open_calls = {c["id"] for c in calls}
+        else:
+            entry["content"] = _content_text(msg.get("content"), i)
+            if role == "tool":
+                call_id = msg.get("tool_call_id")
+                if not isinstance(call_id, str) or not call_id:
+                    raise RequestError(
+                        f"messages[{i}].tool_call_id must be a non-empty string (the id of the call "
+                        "this message answers)",
+                        param=f"messages[{i}].tool_call_id",
+                    )
+                if call_id not in open_calls:
+                    raise RequestError(
+                        f"messages[{i}].tool_call_id {call_id!r} answers no tool call of the assistant "
+                        "message before it"[:300],
+                        param=f"messages[{i}].tool_call_id",
+                    )
+                entry["tool_call_id"] = call_id
+            else:
+                open_calls = set()
+        if name is not None:
+            entry["name"] = name
+        parsed.append(entry)
+    if _messages_chars(parsed) > limits.max_prompt_chars:
         raise RequestError(f"the messages exceed {limits.max_prompt_chars} characters", param="messages")
     return tuple(parsed)
 
@@ -510,9 +582,20 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
     include_usage = _parse_stream_options(body)
     prompt: str | None = None
     prompt_ids: tuple[int, ...] | None = None
-    messages: tuple[dict[str, str], ...] | None = None
+    messages: tuple[dict[str, Any], ...] | None = None
+    tools: tuple[dict[str, Any], ...] = ()
+    choice = _NO_TOOLS
+    parallel = True
     if chat:
         messages = _parse_messages(body, limits)
+        tools = parse_tools(body, limits)
+        choice = parse_tool_choice(body, tools)
+        parallel = parse_parallel_tool_calls(body)
+        tools_size = len(json.dumps(tools)) if tools else 0
+        if tools_size + _messages_chars(messages) > limits.max_prompt_chars:
+            raise RequestError(
+                f"the messages and tools exceed {limits.max_prompt_chars} characters", param="tools"
+            )
     else:
         prompt, prompt_ids = _parse_prompt(body, limits)
     max_tokens, given = _parse_budget(body, chat, limits)
@@ -532,6 +615,9 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         replace=replace_compiled,
         max_tokens_given=given,
         sampling=_parse_sampling(body),
+        tools=tools,
+        tool_choice=choice,
+        parallel_tool_calls=parallel,
         n=n,
         logprobs=logprobs,
     )

@@ -13,13 +13,16 @@ from typing import Any, Literal
 from .._finish import Finish, FinishReason
 from .._piece import Piece
 from ..text import RegexStop
+from ._channels import TextDelta
 from ._generation import Generation
 from ._logprobs import ChatLogprobs, CompletionLogprobs, TokenNames
 from ._sse import sse
 
 __all__ = [
     "KEEPALIVE",
+    "ChatOutput",
     "ChoiceResult",
+    "chat_finish",
     "chunk_base",
     "collect",
     "completion_body",
@@ -67,6 +70,97 @@ def error_event(exc: BaseException) -> dict[str, Any]:
     }
 
 
+class ChatOutput:
+    """What a routed chat generation produced, item by item: answer and reasoning text, tool calls
+    (numbered 0, 1, ... in the order they start, as OpenAI numbers them), invalid tool calls.
+
+    :meth:`add` returns the ``delta`` (and choice extension) a stream chunk carries for an item;
+    :meth:`message` is the non-streaming ``message``.
+    """
+
+    def __init__(self, reasoning: bool) -> None:
+        self.reasoning = reasoning
+        self.content: list[str] = []
+        self.thoughts: list[str] = []
+        self.calls: list[dict[str, Any]] = []  # started calls, in order
+        self.valid: set[int] = set()  # positions in self.calls of the calls that ended valid
+        self.invalid: list[dict[str, Any]] = []
+        self._position: dict[int, int] = {}  # the parser's call index -> position in self.calls
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The complete, valid tool calls, in OpenAI's message format."""
+        return [c for k, c in enumerate(self.calls) if k in self.valid]
+
+    def add(self, item: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Record ``item``; return ``(delta, extension)`` for a stream chunk (None: no chunk)."""
+        if isinstance(item, TextDelta):
+            if item.kind == "content":
+                self.content.append(item.text)
+                return {"content": item.text}, None
+            self.thoughts.append(item.text)
+            return {"reasoning_content": item.text}, None
+        from rxstream.channels import ToolCallDelta, ToolCallEnd, ToolCallInvalid, ToolCallStart
+
+        if isinstance(item, ToolCallStart):
+            k = self._position[item.index] = len(self.calls)
+            self.calls.append(
+                {"id": item.id, "type": "function", "function": {"name": item.name, "arguments": ""}}
+            )
+            first = {
+                "index": k,
+                "id": item.id,
+                "type": "function",
+                "function": {"name": item.name, "arguments": ""},
+            }
+            return {"tool_calls": [first]}, None
+        if isinstance(item, ToolCallDelta):
+            k = self._position[item.index]
+            self.calls[k]["function"]["arguments"] += item.text
+            return {"tool_calls": [{"index": k, "function": {"arguments": item.text}}]}, None
+        if isinstance(item, ToolCallEnd):
+            k = self._position[item.index]
+            self.valid.add(k)
+            # the deltas' concatenation is the arguments text; the final text is authoritative
+            self.calls[k]["function"]["arguments"] = item.arguments_text
+            return None, None
+        if isinstance(item, ToolCallInvalid):
+            report = {
+                "index": self._position.get(item.index),
+                "error": item.error,
+                "position": item.position,
+                "raw": item.raw,
+            }
+            self.invalid.append(report)
+            return None, {"invalid_tool_calls": [report]}
+        return None, None
+
+    def message(self) -> dict[str, Any]:
+        """The non-streaming ``message`` (``content`` null when empty; ``reasoning_content`` when
+        the model's format has reasoning; ``tool_calls`` when it made any)."""
+        text = "".join(self.content)
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if self.reasoning:
+            message["reasoning_content"] = "".join(self.thoughts) or None
+        calls = self.tool_calls
+        if calls:
+            message["tool_calls"] = calls
+        return message
+
+    def extension(self) -> dict[str, Any] | None:
+        """The choice's ``rxstream`` extension (invalid tool calls), or None."""
+        return {"invalid_tool_calls": self.invalid} if self.invalid else None
+
+
+def chat_finish(gen: Generation, output: ChatOutput | None) -> tuple[str | None, str | int | None]:
+    """``finish_reason`` and ``stop_reason``: ``tool_calls`` when the model made a valid tool call
+    and the generation was not cut by its budget (or failed)."""
+    reason, stop_reason = finish_fields(gen.recorder.finish)
+    if output is not None and output.valid and reason not in ("length", "error"):
+        return "tool_calls", None
+    return reason, stop_reason
+
+
 # ------------------------------------------------------------------------------ log-probabilities
 class _Logprobs:
     """One choice's log-probabilities in its endpoint's shape (chat or completions)."""
@@ -109,7 +203,7 @@ async def _merged(gens: Sequence[Generation], keepalive: float | None) -> AsyncG
     async def pump(i: int, gen: Generation) -> None:
         try:
             # closed explicitly (not left to the garbage collector) when the task ends or is cancelled
-            async with contextlib.aclosing(gen.texts()) as items:
+            async with contextlib.aclosing(gen.items()) as items:
                 async for item in items:
                     await queue.put(("item", i, item))
         except Exception as exc:
@@ -149,9 +243,11 @@ async def _merged(gens: Sequence[Generation], keepalive: float | None) -> AsyncG
 
 @dataclass
 class ChoiceResult:
-    """What one choice of a non-streamed request produced."""
+    """What one choice of a non-streamed request produced: its text (or a routed chat's
+    :class:`ChatOutput`) and its share of log-probabilities per item."""
 
     gen: Generation
+    output: ChatOutput | None = None
     parts: list[str] = field(default_factory=list)
     logprobs: list[dict[str, Any]] = field(default_factory=list)
 
@@ -163,21 +259,25 @@ class ChoiceResult:
 async def collect(
     gens: Sequence[Generation], names: TokenNames | None = None
 ) -> tuple[Exception | None, list[ChoiceResult]]:
-    """Every choice's whole text (and log-probabilities), or the first exception that ended one
-    (the others are then cancelled)."""
-    results = [ChoiceResult(g) for g in gens]
+    """Every choice's whole output (text or :class:`ChatOutput`, and log-probabilities), or the
+    first exception that ended one (the others are then cancelled)."""
+    results = [ChoiceResult(g, ChatOutput(g.plan.has_reasoning) if g.routed else None) for g in gens]
     shapes = [_logprobs_of(g, names) for g in gens]
     try:
         async with contextlib.aclosing(_merged(gens, None)) as events:
             async for kind, i, value in events:
                 if kind == "error":
                     return value, []
-                if kind == "item":
-                    text = value.text if isinstance(value, Piece) else value
-                    results[i].parts.append(text)
-                    shape = shapes[i]
-                    if shape is not None and isinstance(value, Piece):
-                        results[i].logprobs.append(shape.of(value))
+                if kind != "item":
+                    continue
+                result = results[i]
+                if result.output is not None:
+                    result.output.add(value)
+                    continue
+                result.parts.append(value.text if isinstance(value, Piece) else value)
+                shape = shapes[i]
+                if shape is not None and isinstance(value, Piece):
+                    result.logprobs.append(shape.of(value))
     except Exception as exc:
         return exc, []
     return None, results
@@ -186,24 +286,30 @@ async def collect(
 def completion_body(
     results: Sequence[ChoiceResult], rid: str, created: int, model_name: str, names: TokenNames | None = None
 ) -> dict[str, Any]:
-    """The non-streaming response body (``chat.completion`` or ``text_completion``)."""
+    """The non-streaming response body (``chat.completion`` or ``text_completion``), one choice
+    per result."""
     chat = results[0].gen.request.chat
     choices = []
     for i, result in enumerate(results):
-        reason, stop_reason = finish_fields(result.gen.recorder.finish)
+        gen, output = result.gen, result.output
+        reason, stop_reason = chat_finish(gen, output)
         choice: dict[str, Any]
-        if chat:
+        if output is not None:
+            choice = {"index": i, "message": output.message()}
+            extension = output.extension()
+            if extension is not None:
+                choice["rxstream"] = extension
+        elif chat:
             choice = {"index": i, "message": {"role": "assistant", "content": result.text}}
         else:
             choice = {"index": i, "text": result.text}
-        shape = _logprobs_of(result.gen, names)
+        shape = _logprobs_of(gen, names)
         logprobs = None if shape is None else shape.join(result.logprobs)
         choice.update({"logprobs": logprobs, "finish_reason": reason, "stop_reason": stop_reason})
         choices.append(choice)
     kind = "chat.completion" if chat else "text_completion"
     body = {**chunk_base(kind, rid, created, model_name), "choices": choices}
-    first = results[0].gen
-    body["usage"] = usage(len(first.prompt_ids), sum(r.gen.tokens for r in results))
+    body["usage"] = usage(len(results[0].gen.prompt_ids), sum(r.gen.tokens for r in results))
     return body
 
 
@@ -223,19 +329,26 @@ class _Chunks:
         reason: str | None = None,
         stop_reason: Any = None,
         first: bool = False,
+        *,
+        delta: dict[str, Any] | None = None,
+        extension: dict[str, Any] | None = None,
         logprobs: dict[str, Any] | None = None,
     ) -> bytes:
         choice: dict[str, Any] = {"index": index}
         if self.chat:
-            delta: dict[str, Any] = {"role": "assistant"} if first else {}
+            out: dict[str, Any] = {"role": "assistant"} if first else {}
             if text is not None:
-                delta["content"] = text
-            choice["delta"] = delta
+                out["content"] = text
+            if delta is not None:
+                out.update(delta)
+            choice["delta"] = out
         else:
             choice["text"] = text or ""
         choice.update({"logprobs": logprobs, "finish_reason": reason})
         if reason is not None:
             choice["stop_reason"] = stop_reason
+        if extension is not None:
+            choice["rxstream"] = extension
         if self.include_usage:  # OpenAI: "usage": null on all chunks but the last
             return sse({**self.base, "choices": [choice], "usage": None})
         return sse({**self.base, "choices": [choice]})
@@ -258,23 +371,30 @@ async def stream_events(
     """
     chunk = _Chunks(gens[0], rid, created, model_name)
     shapes = [_logprobs_of(g, names) for g in gens]
+    outputs = [ChatOutput(g.plan.has_reasoning) if g.routed else None for g in gens]
     if chunk.chat:
         for i in range(len(gens)):
             yield chunk(i, "", first=True)
     try:
+        # closed explicitly (not left to the garbage collector) when this generator is closed
         async with contextlib.aclosing(_merged(gens, keepalive)) as events:
             async for kind, i, value in events:
                 if kind == "keepalive":
                     yield KEEPALIVE
                 elif kind == "item":
-                    shape = shapes[i]
-                    if isinstance(value, Piece):
+                    output = outputs[i]
+                    if output is not None:
+                        delta, extension = output.add(value)
+                        if delta is not None or extension is not None:
+                            yield chunk(i, None, delta=delta or {}, extension=extension)
+                    elif isinstance(value, Piece):
+                        shape = shapes[i]
                         logprobs = shape.of(value) if shape is not None else None
                         yield chunk(i, value.text, logprobs=logprobs)
                     else:
                         yield chunk(i, value)
                 elif kind == "end":
-                    reason, stop_reason = finish_fields(gens[i].recorder.finish)
+                    reason, stop_reason = chat_finish(gens[i], outputs[i])
                     yield chunk(i, None if chunk.chat else "", reason, stop_reason)
                 else:
                     raise value

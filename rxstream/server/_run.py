@@ -14,10 +14,12 @@ import uvicorn
 
 from .._generative_model import GenerativeModel
 from ._app import create_app
+from ._channels import check_reasoning_format
 from ._connections import raise_open_files_limit, uvicorn_config
 from ._generation import model_defaults
 from ._hosts import parse_allowed_hosts
 from ._limits import ServerLimits
+from ._tool_prompt import renders_tools
 
 __all__ = ["ServeError", "listen", "run_in_thread", "serve", "url_of"]
 
@@ -153,6 +155,7 @@ def serve(
     limits: ServerLimits | None = None,
     allowed_hosts: Sequence[str] = (),
     log_level: str = "info",
+    reasoning_format: str = "auto",
 ) -> None:
     """Load ``model`` (a model directory or a known name) and serve it until interrupted.
 
@@ -167,19 +170,33 @@ def serve(
     limits = limits if limits is not None else ServerLimits()
     try:
         allowed = parse_allowed_hosts(allowed_hosts)
+        check_reasoning_format(reasoning_format)
     except ValueError as exc:
         raise ServeError(str(exc)) from None
     sock = listen(host, port)
     try:
         loaded, default_name = _load_model(model, provider, int4)
         name = model_name or default_name
-        app = create_app(loaded, model_name=name, limits=limits, allowed_hosts=allowed)
+        app = create_app(
+            loaded, model_name=name, limits=limits, allowed_hosts=allowed, reasoning_format=reasoning_format
+        )
         raise_open_files_limit(limits.max_connections)
         config = uvicorn_config(
             app, limits=limits, log_level=log_level, lifespan="on", timeout_graceful_shutdown=2
         )
         url = url_of(sock)
         print(f"rxstream serve: sampling defaults: {describe_defaults(loaded)}", file=sys.stderr)
+        fmt = app.state.reasoning_format
+        how = "detected from the chat template" if reasoning_format == "auto" else "--reasoning-format"
+        print(
+            f"rxstream serve: reasoning format: {fmt or 'none'} ({how}); tools: "
+            + (
+                "the chat template's own"
+                if renders_tools(getattr(loaded, "chat_template", None))
+                else "fallback prompt"
+            ),
+            file=sys.stderr,
+        )
         print(
             f"rxstream serve: {name} on {getattr(loaded, 'provider', '?')}, running on {url}/ "
             f"(chat page: {url}/, OpenAI API: {url}/v1)",

@@ -31,6 +31,7 @@ class ServerState:
         semaphore: the generation slots (made on first use, on the serving loop).
         shutdown: emits once when the server begins to shut down; every generation ends there
             (a replay subject: a generation that starts later ends at once).
+        reasoning_format: the preset chat output is routed with (reasoning, tool calls), or None.
     """
 
     model: GenerativeModel
@@ -42,6 +43,7 @@ class ServerState:
     semaphore: asyncio.Semaphore | None = None
     shutdown: ReplaySubject[bool] = field(default_factory=lambda: ReplaySubject(buffer_size=1))
     loop: asyncio.AbstractEventLoop | None = None
+    reasoning_format: str | None = None
 
     def begin_shutdown(self) -> None:
         """End every generation now (thread-safe; from a signal handler too): their streams end

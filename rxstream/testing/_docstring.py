@@ -9,7 +9,10 @@ arguments)::
     upstream: ^------!
 
 ``upstream`` (optional) is the source's subscription diagram; ``dispose`` (optional) is a
-diagram whose ``!`` marks the frame at which the subscriber disposes.
+diagram whose ``!`` marks the frame at which the subscriber disposes. Values may go on in the
+lines below a ``source``/``result`` line, indented at least as far as its diagram, and any field
+may go on in lines that start with ``...``; values are evaluated in the namespace given to
+:func:`check_docstring_marbles` (so they may build objects).
 """
 
 from __future__ import annotations
@@ -43,24 +46,25 @@ class DocMarble:
     dispose: str | None = None
 
 
-def _diagram_and_values(rest: str, names: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+def _diagram_and_values(rest: str, namespace: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     parts = re.split(r"\s{2,}", rest, maxsplit=1)
     values: dict[str, Any] = {}
     if len(parts) == 2:
-        values = eval(f"dict({parts[1]})", {**(names or {}), "__builtins__": {"dict": dict}})
+        values = eval(f"dict({parts[1]})", {**namespace, "__builtins__": {"dict": dict}})
     return parts[0], values
 
 
 def docstring_marbles(
-    obj: Callable[..., Any] | str, names: Mapping[str, Any] | None = None
+    obj: Callable[..., Any] | str, namespace: Mapping[str, Any] | None = None
 ) -> list[DocMarble]:
-    """The marble examples in ``obj``'s docstring (or in the given text).
-
-    Values are Python literals; ``names`` adds names they may use (``Segment(...)``, say).
-    """
+    """The marble examples in ``obj``'s docstring (or in the given text); values are evaluated
+    in ``namespace`` (plain literals without one)."""
     doc = obj if isinstance(obj, str) else (obj.__doc__ or "")
+    names: Mapping[str, Any] = namespace or {}
     out: list[DocMarble] = []
     fields: dict[str, str] = {}
+    label = ""
+    column = 0
 
     def close() -> None:
         if fields:
@@ -82,22 +86,25 @@ def docstring_marbles(
             )
             fields.clear()
 
-    last = ""
     for line in doc.splitlines():
         m = _LINE.match(line)
         if m is None:
-            more = _MORE.match(line)
-            if more is not None and last:
-                sep = ", " if re.search(r"\s{2,}", fields[last]) else "  "
-                fields[last] += sep + more.group(1)
+            indent = len(line) - len(line.lstrip())
+            more_line = _MORE.match(line)
+            if more_line is not None and label:
+                sep = ", " if re.search(r"\s{2,}", fields[label]) else "  "
+                fields[label] += sep + more_line.group(1)
+            elif label in ("source", "result") and line.strip() and indent >= column:
+                more = line.strip()
+                fields[label] += (" " if re.search(r"\S\s{2,}\S", fields[label]) else "  ") + more
             else:
-                last = ""
+                label = ""
             continue
         label, rest = m.groups()
+        column = m.start(2)
         if label == "source":
             close()
         fields[label] = rest
-        last = label
     close()
     return out
 

@@ -105,9 +105,17 @@ def test_mistral_tool_calls_run_to_the_end() -> None:
     segs = route_text(recorded.MISTRAL, preset("mistral"))
     assert channel_text(segs, "content") == "Checking now."
     assert channel_text(segs, "tool_call").startswith('[{"name": "get_price"')
-    assert segs[-1] == Segment(
-        "tool_call", "malformed", "", None, None, 0, reason=segs[-1].reason
-    )  # [TOOL_CALLS] is closed by </s>; the text ended first
+    # [TOOL_CALLS] is closed by </s>, the end-of-sequence token a generator stops at without
+    # emitting it: the end of the stream closes the region (not malformed)
+    assert segs[-1] == Segment("tool_call", "close", "", None, None, 0)
+    assert not [s for s in segs if s.event == "malformed"]
+
+
+def test_an_unclosed_region_is_malformed_unless_the_end_closes_it() -> None:
+    segs = route_text("<think>still thinking", preset("qwen3"))
+    assert segs[-1].event == "malformed" and "not closed" in segs[-1].reason
+    closed = route_text("<|channel|>final<|message|>Hello", preset("harmony"))
+    assert closed[-1] == Segment("content", "close", "", None, None, 0)
 
 
 # -- properties -----------------------------------------------------------------------------------
@@ -356,3 +364,58 @@ def test_presets_are_valid_specs() -> None:
     for spec in PRESETS.values():
         assert isinstance(spec, RouteSpec) and spec.channel_of("reasoning") in (None, "reasoning")
     assert preset("gpt-oss") is PRESETS["harmony"]
+
+
+# -- regressions reported against other servers' parsers --------------------------------------------
+
+QWEN = preset("qwen3")
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        ["<think>a</thi", "nk>answer"],  # a closing tag split across deltas
+        ["<thi", "nk>a", "</think>answer"],  # an opening tag split across deltas
+        ["<think>a</think>answer"],  # both tags inside one multi-token delta
+        ["<", "t", "h", "i", "n", "k", ">", "a", "<", "/", "think", ">", "answer"],  # one char each
+    ],
+)
+def test_reasoning_never_leaks_into_the_answer(chunks: list[str]) -> None:
+    segs = stream(QWEN, chunks)
+    assert channel_text(segs, "reasoning") == "a"
+    assert channel_text(segs, "content") == "answer"
+
+
+def test_content_after_a_tool_call_is_content() -> None:
+    text = 'Sure.<tool_call>{"name": "f", "arguments": {}}</tool_call>Done, see above.'
+    for chunks in ([text], list(text)):
+        segs = stream(QWEN, chunks)
+        assert channel_text(segs, "content") == "Sure.Done, see above."
+        assert channel_text(segs, "tool_call") == '{"name": "f", "arguments": {}}'
+
+
+def test_a_tag_inside_the_reasoning_text_does_not_end_it() -> None:
+    """Only the region's own closing delimiter ends it: an opening tag inside is text."""
+    segs = route_text("<think>I could write <tool_call> here</think>ok", QWEN)
+    assert channel_text(segs, "reasoning") == "I could write <tool_call> here"
+    assert channel_text(segs, "content") == "ok"
+
+
+def test_channel_views_keep_parity() -> None:
+    """The content view's text does not depend on how the model's output was chunked."""
+    from rxstream.testing import check_parity
+
+    text, prompt = recorded.QWEN3, ""
+    batch = channel_text(route_text(text, QWEN), "content")
+
+    def content_only(source: rx.Observable[str]) -> rx.Observable[str]:
+        return rx.defer(lambda _: source.pipe(route(QWEN, prompt=prompt), channels("content"))["content"])
+
+    check_parity(
+        text,
+        operator=content_only,
+        reference=lambda t: channel_text(route_text(t, QWEN), "content"),
+        delimiters=["<think>", "</think>", "<tool_call>", "</tool_call>"],
+        tokenizer=_bytelevel(),
+    )
+    assert batch

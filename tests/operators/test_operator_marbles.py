@@ -6,9 +6,9 @@ import pytest
 from reactivex import operators as ops
 
 import rxstream
+import rxstream.channels
 import rxstream.operators as O
 from rxstream import Finish, FinishReason, FinishRecorder
-from rxstream.channels import Segment
 from rxstream.operators import (
     deltas,
     hold_back,
@@ -27,15 +27,11 @@ def test_docstring_marble_diagrams_hold(name: str) -> None:
     """Every public operator documents its timing with a diagram, and the diagram is true."""
     namespace = dict(vars(O))
     namespace["rx"] = rxstream.rx  # regular-expression rules, as a user imports them
-    namespace["Segment"] = Segment
+    namespace.update({n: getattr(rxstream.channels, n) for n in rxstream.channels.__all__})  # Segment, events
     if name in ("detokenize", "text_pipeline"):
         from rxstream.testing.tokenizers import byte_tokenizer
 
         namespace["tokenizer"] = byte_tokenizer()
-    if name == "tool_calls":  # its diagrams show tool-call events
-        import rxstream.channels as channels
-
-        namespace.update({n: getattr(channels, n) for n in channels.__all__})
     assert check_docstring_marbles(getattr(O, name), namespace) >= 1
 
 
