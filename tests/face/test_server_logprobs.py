@@ -22,6 +22,7 @@ from rxstream.server import ServerLimits, create_app, run_in_thread
 from rxstream.server._logprobs import ChatLogprobs, CompletionLogprobs, TokenNames, clamp
 from rxstream.testing.tokenizers import bytelevel
 from tests.face.test_server import SlowModel
+from tests.scripted_model import QWEN3_TEMPLATE, ScriptedModel
 
 SAMPLING: dict[str, Any] = {"temperature": 1.0, "seed": 1234}
 MESSAGES = [{"role": "user", "content": "Tell me a story"}]
@@ -371,3 +372,35 @@ def test_split_characters_get_escaped_names_and_exact_bytes() -> None:
     joined = CompletionLogprobs.join(parts)
     assert joined["text_offset"] == [0, 1, 1, 2]  # both bytes of Ӝ start after "A"
     assert clamp(float("-inf")) == -9999.0 and clamp(float("nan")) == -9999.0 and clamp(-1.5) == -1.5
+
+
+# -- routed chats (reasoning, tool calls) ------------------------------------------------------------
+
+
+def test_a_routed_chat_refuses_logprobs_and_serves_n_choices(
+    model: OnnxModel, smollm2_tokenizer: Any
+) -> None:
+    """Log-probabilities are for the plain text pipeline: a chat routed into reasoning and answer
+    refuses them with a 400 naming the format; ``n`` choices work there too, each routed."""
+    with run_in_thread(create_app(model, model_name="tiny", reasoning_format="qwen3")) as url:
+        r = httpx.post(
+            f"{url}/v1/chat/completions", json={"messages": MESSAGES, "logprobs": True, "max_tokens": 3}
+        )
+        assert r.status_code == 400 and r.json()["error"]["param"] == "logprobs"
+        assert "qwen3" in r.json()["error"]["message"]
+    answer = "<think>\nTwo and two.\n</think>\n\nIt is 4."
+    scripted = ScriptedModel(smollm2_tokenizer, QWEN3_TEMPLATE, answer)
+    with run_in_thread(create_app(scripted, model_name="scripted")) as url:
+        reply = client(url).chat.completions.create(model="scripted", messages=MESSAGES, n=2)
+        assert [c.index for c in reply.choices] == [0, 1]
+        for c in reply.choices:
+            assert c.message.content == "It is 4."
+            assert getattr(c.message, "reasoning_content", None) == "\nTwo and two.\n"
+            assert c.finish_reason == "stop"
+        content = {0: "", 1: ""}
+        for chunk in client(url).chat.completions.create(
+            model="scripted", messages=MESSAGES, n=2, stream=True
+        ):
+            (c,) = chunk.choices
+            content[c.index] += c.delta.content or ""
+        assert content == {0: "It is 4.", 1: "It is 4."}
