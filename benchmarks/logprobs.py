@@ -3,8 +3,8 @@
 Two measurements, batch 1, greedy, a fixed number of new tokens (EOS ignored):
 
 * end to end: decode tokens/s of ``generate`` without logprobs, with ``logprobs=0`` (the sampled
-  token's log-probability only) and with ``logprobs=5``; runs alternate between the three and
-  medians are reported, with the overhead as a share of the decode time per token;
+  token's log-probability only) and with ``logprobs=5``; runs alternate between the three, and
+  the overhead is the median over rounds of each round's ratio of decode times;
 * the function alone: the time of one :func:`token_logprobs` call on a real row of logits
   (vocabulary 49152), k = 0, 5 and 20, beside the median decode time per token (less noisy than
   the end-to-end difference on a busy machine).
@@ -86,8 +86,12 @@ def main() -> None:
         "rounds": args.rounds,
         "machine": f"{platform.machine()} {platform.system()} Python {platform.python_version()}",
         "decode_tokens_per_s": {k: round(v, 2) for k, v in median.items()},
+        # paired per round (the runs of one round are back to back), so drift in the machine's
+        # load cancels out; the median of the rounds' ratios
         "end_to_end_overhead_pct": {
-            k: round(100 * (median["None"] / v - 1), 2) for k, v in median.items() if k != "None"
+            k: round(100 * (statistics.median(a / b for a, b in zip(rates["None"], v, strict=True)) - 1), 2)
+            for k, v in rates.items()
+            if k != "None"
         },
         "token_logprobs_us": {k: round(v * 1e6, 1) for k, v in calls.items()},
         "token_logprobs_pct_of_decode_step": {k: round(100 * v / step, 2) for k, v in calls.items()},
