@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.resources
 import time
 import uuid
@@ -34,8 +35,9 @@ class Handlers:
         self.logprobs = supports_logprobs(state.model)
         self._names: TokenNames | None = None
 
-    def _token_names(self, req: GenerationRequest) -> TokenNames | None:
-        """The token names for log-probabilities (built on first use), or None when not asked."""
+    async def _token_names(self, req: GenerationRequest) -> TokenNames | None:
+        """The token names for log-probabilities (built on first use, off the event loop: it reads
+        the whole vocabulary), or None when not asked."""
         if req.logprobs is None:
             return None
         if not self.logprobs:
@@ -45,7 +47,7 @@ class Handlers:
                 param="logprobs",
             )
         if self._names is None:
-            self._names = TokenNames(self.state.model.tokenizer)
+            self._names = await asyncio.to_thread(TokenNames, self.state.model.tokenizer)
         return self._names
 
     async def completions(self, request: Request) -> Response:
@@ -61,7 +63,7 @@ class Handlers:
             body = await read_json(request, limits)
             req = validate_request(body, chat=chat, limits=limits)
             self._check_model(body)
-            names = self._token_names(req)
+            names = await self._token_names(req)
             ids, plan = await prompt_ids(state, req)
             if names is not None and plan is not None and plan.spec is not None:
                 raise RequestError(
