@@ -3,8 +3,8 @@
 Two measurements, batch 1, greedy, a fixed number of new tokens (EOS ignored):
 
 * end to end: decode tokens/s of ``generate`` without logprobs, with ``logprobs=0`` (the sampled
-  token's log-probability only) and with ``logprobs=5``; runs alternate between the three and
-  medians are reported, with the overhead as a share of the decode time per token;
+  token's log-probability only) and with ``logprobs=5``; runs alternate between the three, and
+  the overhead is the median over rounds of each round's ratio of decode times;
 * the function alone: the time of one :func:`token_logprobs` call on a real row of logits
   (vocabulary 49152), k = 0, 5 and 20, beside the median decode time per token (less noisy than
   the end-to-end difference on a busy machine).
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -35,18 +36,21 @@ PROMPT = "Write a short story about a lighthouse keeper who finds a message in a
 MODES: list[int | None] = [None, 0, 5]
 
 
-def decode_rate(model: OnnxModel, prompt: list[int], new_tokens: int, k: int | None) -> float:
-    """Tokens/s between the first and the last new token of one run."""
-    stamps: list[float] = []
+def decode_rate(model: OnnxModel, prompt: list[int], new_tokens: int, k: int | None) -> tuple[float, float]:
+    """Tokens/s between the first and the last new token of one run, and the process's CPU
+    seconds per token over the same span (steadier than wall time when other programs share
+    the cores: the model's threads block instead of spinning, see ``main``)."""
+    stamps: list[tuple[float, float]] = []
     model.generate(prompt, max_new_tokens=new_tokens, ignore_eos=True, logprobs=k).subscribe(
-        lambda _item: stamps.append(time.perf_counter())
+        lambda _item: stamps.append((time.perf_counter(), time.process_time()))
     )
     deadline = time.monotonic() + 300
     while model.active_generations or len(stamps) < new_tokens:
         if time.monotonic() > deadline:
             raise RuntimeError("the run did not finish")
-        time.sleep(0.002)
-    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+        time.sleep(0.01)
+    n = len(stamps) - 1
+    return n / (stamps[-1][0] - stamps[0][0]), (stamps[-1][1] - stamps[0][1]) / n
 
 
 def per_call(row: np.ndarray, token: int, k: int, repeat: int = 2000) -> float:
@@ -65,13 +69,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--new-tokens", type=int, default=128)
     args = parser.parse_args()
-    model = OnnxModel.from_pretrained("smollm2", provider="cpu")
+    load_before = os.getloadavg()[0]
+    # blocking threads (as rxstream serve runs): the CPU time counts work, not spinning
+    model = OnnxModel.from_pretrained("smollm2", provider="cpu", spinning=False)
     prompt = model.encode_chat([{"role": "user", "content": PROMPT}])
     decode_rate(model, prompt, 16, None)  # warm up
     rates: dict[str, list[float]] = {str(k): [] for k in MODES}
+    cpu: dict[str, list[float]] = {str(k): [] for k in MODES}
     for _ in range(args.rounds):
         for k in MODES:
-            rates[str(k)].append(decode_rate(model, prompt, args.new_tokens, k))
+            rate, cpu_per_token = decode_rate(model, prompt, args.new_tokens, k)
+            rates[str(k)].append(rate)
+            cpu[str(k)].append(cpu_per_token)
     median = {k: statistics.median(v) for k, v in rates.items()}
     step = 1 / median["None"]
     logits, _ = model.forward([prompt])
@@ -86,13 +95,26 @@ def main() -> None:
         "rounds": args.rounds,
         "machine": f"{platform.machine()} {platform.system()} Python {platform.python_version()}",
         "decode_tokens_per_s": {k: round(v, 2) for k, v in median.items()},
+        # paired per round (the runs of one round are back to back), so drift in the machine's
+        # load cancels out; the median of the rounds' ratios
         "end_to_end_overhead_pct": {
-            k: round(100 * (median["None"] / v - 1), 2) for k, v in median.items() if k != "None"
+            k: round(100 * (statistics.median(a / b for a, b in zip(rates["None"], v, strict=True)) - 1), 2)
+            for k, v in rates.items()
+            if k != "None"
         },
+        "cpu_overhead_pct": {
+            k: round(100 * (statistics.median(b / a for a, b in zip(cpu["None"], v, strict=True)) - 1), 2)
+            for k, v in cpu.items()
+            if k != "None"
+        },
+        "cpu_ms_per_token": {k: round(statistics.median(v) * 1e3, 3) for k, v in cpu.items()},
         "token_logprobs_us": {k: round(v * 1e6, 1) for k, v in calls.items()},
         "token_logprobs_pct_of_decode_step": {k: round(100 * v / step, 2) for k, v in calls.items()},
         "decode_step_ms": round(step * 1e3, 3),
+        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "cpus": os.cpu_count(),
         "runs": rates,
+        "cpu_runs": cpu,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "logprobs.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -102,21 +124,29 @@ def main() -> None:
         f"{result['model']}, {result['provider']}, {result['machine']}; {args.new_tokens} new tokens, "
         f"greedy, median of {args.rounds} alternating runs.",
         "",
-        "| logprobs | decode tokens/s | end-to-end overhead | token_logprobs per call | share of a step |",
-        "|---|---|---|---|---|",
-        f"| None | {median['None']:.1f} | - | - | - |",
+        "| logprobs | decode tokens/s | wall-time overhead | CPU-time overhead | token_logprobs per call "
+        "| share of a step |",
+        "|---|---|---|---|---|---|",
+        f"| None | {median['None']:.1f} | - | - | - | - |",
     ]
     share = result["token_logprobs_pct_of_decode_step"]
     for k in ("0", "5"):
         lines.append(
             f"| {k} | {median[k]:.1f} | {result['end_to_end_overhead_pct'][k]:+.2f}% | "
-            f"{result['token_logprobs_us'][k]:.0f} µs | {share[k]:.2f}% |"
+            f"{result['cpu_overhead_pct'][k]:+.2f}% | {result['token_logprobs_us'][k]:.0f} µs | "
+            f"{share[k]:.2f}% |"
         )
     lines.append(
-        f"| 20 | (not run end to end) | | {result['token_logprobs_us']['20']:.0f} µs | "
+        f"| 20 | (not run end to end) | | | {result['token_logprobs_us']['20']:.0f} µs | "
         f"{result['token_logprobs_pct_of_decode_step']['20']:.2f}% |"
     )
-    lines += ["", f"Decode step (no logprobs): {result['decode_step_ms']:.2f} ms.", ""]
+    lines += [
+        "",
+        f"Decode step (no logprobs): {result['decode_step_ms']:.2f} ms. Load average "
+        f"{load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a shared machine "
+        "blurs the end-to-end column; the per-call column is the function alone).",
+        "",
+    ]
     (RESULTS / "logprobs.md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -17,7 +17,7 @@ windowed detokenizer engines); the names above are re-exported from them.
 """
 
 from ._finish import Finish, FinishCallback, FinishOnce, FinishReason, FinishRecorder
-from ._generative_model import GenerativeModel
+from ._generative_model import GenerativeModel, supports_logprobs
 from ._piece import Piece, TopLogprobs
 from ._sampling_params import SamplingOptions, SamplingParams, SamplingParamsError, SamplingParamsTypeError
 from ._sinks import run_text
@@ -62,6 +62,7 @@ __all__ = [
     "run_text",
     "rx",
     "stop_text",
+    "supports_logprobs",
 ]
 
 __version__ = "0.1.0"

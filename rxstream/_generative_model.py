@@ -35,12 +35,11 @@ class GenerativeModel(Protocol):
     - ``render_chat(messages, add_generation_prompt=True, **template_vars) -> str``: the prompt
       text (the server routes the generation from the end of it, and passes ``tools=`` to a
       template that renders tools). Without it the prompt text is the decoded prompt ids.
-
-    Optionally, ``generate`` also takes ``logprobs: int | None = None`` (as
-    :meth:`rxstream.backends.OnnxModel.generate` does): with an int ``k`` it emits, for each id, a
-    :class:`~rxstream.Piece` with no text carrying the id, its log-probability and the ``k`` most
-    likely ids (``top_logprobs``). A model without it is served without log-probabilities
-    (:func:`supports_logprobs` tells).
+    - ``generate(..., logprobs=k)`` (an int, or None for plain ids; as
+      :meth:`rxstream.backends.OnnxModel.generate` takes it): with an int ``k`` it emits, for each
+      id, a :class:`~rxstream.Piece` with no text carrying the id, its log-probability and the
+      ``k`` most likely ids (``top_logprobs``). A model without it is served without
+      log-probabilities (:func:`supports_logprobs` tells).
     """
 
     @property

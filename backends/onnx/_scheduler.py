@@ -1,7 +1,9 @@
 """Continuous batching: :class:`BatchScheduler` runs every active generation of a model in one
 decode step per iteration.
 
-One worker thread per model (started when a generation arrives, gone when none is left) loops:
+One worker thread per model (started when a generation arrives, gone when none is left; not a
+daemon: like the thread pool a generation ran on before, the interpreter waits for it at exit,
+so it is never inside ONNX Runtime while the process tears down) loops:
 
 1. **admit** waiting rows, first come first served, while the batch has room (``max_batch``
    rows) and the KV cache stays within ``max_kv_tokens`` positions;
@@ -191,7 +193,7 @@ class BatchScheduler:
         with self._cond:
             self._waiting.append(row)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name="rxstream-batch", daemon=True)
+                self._thread = threading.Thread(target=self._work, name="rxstream-batch", daemon=False)
                 self._thread.start()
             self._cond.notify()
 
@@ -244,7 +246,7 @@ class BatchScheduler:
             with self._cond:
                 self._thread = None
                 if self._waiting:  # submitted meanwhile: a fresh worker takes them
-                    self._thread = threading.Thread(target=self._work, name="rxstream-batch", daemon=True)
+                    self._thread = threading.Thread(target=self._work, name="rxstream-batch", daemon=False)
                     self._thread.start()
 
     def _iterate(self) -> bool:

@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from reactivex import operators as ops
 
-from rxstream import FinishReason, FinishRecorder, GenerativeModel, Piece
-from rxstream._generative_model import supports_logprobs
+from rxstream import FinishReason, FinishRecorder, GenerativeModel, Piece, supports_logprobs
 from rxstream.backends import OnnxModel
 from rxstream.backends.onnx import token_logprobs
 from rxstream.operators import detokenize, stop

@@ -625,3 +625,33 @@ def test_default_kv_budget_holds_one_request_of_the_whole_context(tmp_path: Path
     assert (wide.batch_stats() or {})["max_kv_tokens"] == 70000
     explicit = OnnxModel.load(tmp_path / "wide", batching=BatchConfig(max_kv_tokens=1000))
     assert (explicit.batch_stats() or {})["max_kv_tokens"] == 1000
+
+
+_EXIT_RIGHT_AFTER_DISPOSE = """
+import sys, time
+from rxstream.backends import OnnxModel
+m = OnnxModel.load(sys.argv[1], provider="cpu")
+got = []
+sub = m.generate(m.encode("hello there"), max_new_tokens=400, ignore_eos=True).subscribe(got.append)
+while len(got) < 3:
+    time.sleep(0.001)
+sub.dispose()
+sys.exit(0)
+"""
+
+
+def test_the_process_exits_cleanly_right_after_a_disposal(layout_dir: Path) -> None:
+    """The interpreter waits for the worker (as it waited for the pool a generation ran on): a
+    process that disposes a generation and exits at once never tears down under a forward pass
+    (a daemon worker made it abort, exit 134, every time)."""
+    import subprocess
+    import sys
+
+    for _ in range(3):
+        result = subprocess.run(
+            [sys.executable, "-c", _EXIT_RIGHT_AFTER_DISPOSE, str(layout_dir)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]

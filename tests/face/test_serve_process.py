@@ -235,6 +235,7 @@ def test_sigterm_stops_the_server_quietly(tiny_dir: Path) -> None:
         (["--prefill-chunk", "-3"], 2, "--prefill-chunk must be a positive int"),
         (["--batching", "maybe"], 2, "--batching: invalid choice"),
         (["--header-timeout", "-1"], 2, "--header-timeout must be a positive number of seconds"),
+        (["--keepalive-interval", "0"], 2, "--keepalive-interval must be a positive number of seconds"),
         (["--allowed-hosts", "a.org:80"], 1, "--allowed-hosts"),
         (["--provider", "tpu"], 2, "--provider: invalid choice"),
     ],

@@ -199,3 +199,31 @@ def test_piece_checks_one_entry_per_token() -> None:
     assert Piece("ab", (), (-1.0, -2.0), tokens=("a", "b")).size == 2
     with pytest.raises(ValueError, match="top_logprobs"):
         Segment("content", "chunk", "a", (1,), (-1.0,), top_logprobs=())
+
+
+def test_stop_on_tokens_and_max_tokens_take_pieces_with_their_numbers() -> None:
+    """A backend's pieces (one or several ids each, with logprobs) through the id operators: a cut
+    inside a piece keeps the data of the ids it keeps; detokenize then aligns them with text."""
+    from rxstream.operators import max_tokens, stop_on_tokens
+
+    tok = bytelevel()
+    ids = tok.encode("Hello world, café", add_special_tokens=False).ids
+    items = items_of(ids, [2, 3, 1, 2])
+    rec = FinishRecorder()
+    out: list[Piece] = (
+        rx.from_iterable(items)
+        .pipe(max_tokens(4, on_finish=rec), detokenize(tok, aligned=True), rxops.to_list())
+        .run()
+    )
+    assert [i for p in out for i in p.ids] == ids[:4]  # the second item (3 ids) is cut after 2
+    assert_aligned(out)
+    assert rec.finish is not None and rec.finish.dropped == tuple(ids[4:5])  # the rest of the cut item
+    rec = FinishRecorder()
+    out = (
+        rx.from_iterable(items)
+        .pipe(stop_on_tokens(ids[4], on_finish=rec), detokenize(tok, aligned=True), rxops.to_list())
+        .run()
+    )
+    assert [i for p in out for i in p.ids] == ids[:4]
+    assert_aligned(out)
+    assert rec.finish is not None and rec.finish.reason is FinishReason.STOP
