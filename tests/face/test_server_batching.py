@@ -232,3 +232,27 @@ def test_a_reader_that_falls_behind_pauses_its_row_only(
     assert slow_text == expected_text(model_dir, msgs, 120)
     assert fast_text == expected_text(model_dir, other_msgs, 120)
     assert wait_for(lambda: batched.active_generations == 0 and not batch_threads())
+
+
+def test_n_choices_read_the_prompt_once(batched: OnnxModel, model_dir: Path) -> None:
+    """A request with ``n = 4``: four generations of one prompt in the batch, prefilled once (the
+    others copy its KV cache), each choice still the text it gives alone with seed + i."""
+    app = create_app(batched, model_name="tiny", limits=ServerLimits(max_concurrency=8))
+    msgs = [{"role": "user", "content": QUESTIONS[7]}]
+    with run_in_thread(app) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        reply = client.chat.completions.create(model="tiny", messages=msgs, max_tokens=25, n=4, **SAMPLING)  # type: ignore[arg-type]
+        assert_idle(url, batched)
+    prompt = batched.encode_chat(msgs)
+    stats = batched.batch_stats()
+    assert stats is not None and stats["prefill_tokens"] == len(prompt)
+    alone = OnnxModel.load(model_dir, provider="cpu", batching=False)
+    for choice in reply.choices:
+        seed = SAMPLING["seed"] + choice.index
+        ids = alone.generate(prompt, max_new_tokens=25, temperature=1.0, seed=seed).pipe(ops.to_list()).run()
+        text = "".join(
+            reactivex.from_iterable(ids)
+            .pipe(detokenize(alone.tokenizer, prompt_ids=prompt), ops.to_list())
+            .run()
+        )
+        assert choice.message.content == text
