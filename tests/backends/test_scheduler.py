@@ -349,7 +349,7 @@ def test_chunked_prefill_equals_one_pass_and_interleaves_with_decoding(
         if len(first.ids) == 2:
             started.set()
 
-    model.generate(base[0], on_finish=first.recorder, max_new_tokens=60, ignore_eos=True).subscribe(
+    model.generate(base[0], on_finish=first.recorder, max_new_tokens=300, ignore_eos=True).subscribe(
         on_next, first.errors.append, first.ended.set
     )
     assert started.wait(10)
@@ -360,7 +360,7 @@ def test_chunked_prefill_equals_one_pass_and_interleaves_with_decoding(
     between = events[chunks[0] : chunks[-1]]
     assert between.count("token") >= len(chunks) - 2  # a decode step after (nearly) every chunk
     assert second.ids == single(alone, long_prompt, max_new_tokens=10, ignore_eos=True)[0]
-    assert first.ids == single(alone, base[0], max_new_tokens=60, ignore_eos=True)[0]
+    assert first.ids == single(alone, base[0], max_new_tokens=300, ignore_eos=True)[0]
     wait_idle(model)
 
 
@@ -369,7 +369,9 @@ def test_kv_budget_makes_rows_wait_and_a_row_too_big_fails(layout_dir: Path, alo
     whose prompt plus budget cannot fit at all fails with a clear error."""
     model = load(layout_dir, max_kv_tokens=160)
     prompts = prompts_for(model)
-    runs = [start(model, p, max_new_tokens=20, ignore_eos=True) for p in prompts]
+    gate = threading.Event()  # every row queued before any decodes
+    runs = [start(model, p, gate.is_set, max_new_tokens=20, ignore_eos=True) for p in prompts]
+    gate.set()
     assert all(r.ended.wait(30) for r in runs)
     stats = model.batch_stats()
     assert stats is not None and 2 <= stats["peak_rows"] < len(prompts)
