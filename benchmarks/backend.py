@@ -152,9 +152,17 @@ def og_build(og_python: Path, hf: Path, out: Path, precision: str) -> Path:
     return out
 
 
-def subprocess_runs(python: Path, script: str, *argv: str) -> list[dict[str, Any]]:
+def subprocess_runs(
+    python: Path, script: str, *argv: str, env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Run a peer's timing script; its last stdout line is the JSON list of runs."""
-    result = subprocess.run([str(python), "-c", script, *argv], check=True, capture_output=True, text=True)
+    result = subprocess.run(
+        [str(python), "-c", script, *argv],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     runs_out: list[dict[str, Any]] = json.loads(result.stdout.strip().splitlines()[-1])
     return runs_out
 
@@ -355,6 +363,9 @@ def main() -> int:
                         str(args.runs),
                         str(args.threads),
                         mode,
+                        # llama.cpp built with OpenMP (the default) waits as OpenMP says; without
+                        # it, as the threadpool's poll level set in LLAMA_SCRIPT says
+                        env={"OMP_WAIT_POLICY": "ACTIVE" if spinning else "PASSIVE"},
                     )
                 )
             if have_og and spinning:  # onnxruntime-genai runs ORT's defaults (spinning)
@@ -490,8 +501,9 @@ def render(results: dict[str, Any]) -> str:
         "- The CPUs are shared with other work, so single runs vary (see the spread); the runtimes "
         "alternate and the medians are compared.",
         "- Thread modes: rxstream sets ONNX Runtime's `session.intra_op.allow_spinning` (`spinning=` of "
-        "`OnnxModel.load`); llama.cpp gets a ggml CPU threadpool with `poll` 100 (spin) or 0 (block), "
-        "attached with `llama_attach_threadpool`.",
+        "`OnnxModel.load`). llama.cpp built with OpenMP (llama-cpp-python's default) gets "
+        "`OMP_WAIT_POLICY=ACTIVE` (spin) or `PASSIVE` (block); built without it, a ggml CPU threadpool "
+        "with `poll` 100 or 0, attached with `llama_attach_threadpool` (both are set).",
         "- TTFT includes the prompt's forward pass: rxstream computes the logits of every prompt "
         "position (the Optimum layout's `logits` output), llama.cpp those of the last one only.",
         "- Greedy agreement: the first position where the ids part from the reference's, and how many "
