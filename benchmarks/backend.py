@@ -504,7 +504,9 @@ def render(results: dict[str, Any]) -> str:
         f"every runtime{_clock_text(results)}. Machine: {m['cpus']} CPUs, {m['platform']}, "
         f"Python {m['python']}, onnxruntime "
         f"{m['onnxruntime']}, llama-cpp-python {m.get('llama_cpp_python') or 'n/a'}.{load_text} Medians over "
-        "alternating runs (spread = slowest-fastest run). Produced by `python benchmarks/backend.py`.",
+        "alternating runs (spread = slowest-fastest run). Produced by `python benchmarks/backend.py"
+        + (" --cpu-time" if results.get("clock") == "thread_time" else "")
+        + "`.",
         "",
     ]
     for mode, entry in results["modes"].items():
