@@ -30,9 +30,11 @@ def _item(seg: Segment) -> str | Piece | None:
     if seg.ids is None:
         return seg.text if seg.event == "chunk" and seg.text else None
     if seg.event == "chunk":
-        return Piece(seg.text, seg.ids, seg.logprobs)
-    # a delimiter's ids travel in the view as a piece with no text (nothing is lost)
-    return Piece("", seg.ids, seg.logprobs) if seg.ids else None
+        return Piece(seg.text, seg.ids, seg.logprobs, seg.top_logprobs, seg.tokens)
+    # a delimiter's tokens travel in the view as a piece with no text (nothing is lost)
+    if seg.ids or seg.tokens:
+        return Piece("", seg.ids, seg.logprobs, seg.top_logprobs, seg.tokens)
+    return None
 
 
 class Channels:

@@ -9,7 +9,7 @@ from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
 from rxstream._finish import Finish, FinishReason
-from rxstream._piece import Piece
+from rxstream._piece import Piece, TopLogprobs
 from rxstream.detok import StreamDetokenizer, as_token_ids
 
 from ._sink import OperatorSink, operator
@@ -90,7 +90,8 @@ def detokenize(
             held are emitted with whatever text they give, possibly ""). Items may also be
             :class:`~rxstream.Piece` values from a backend that reports log-probabilities: their
             ``ids`` are detokenized (their ``text`` is ignored), and in aligned mode each output
-            piece carries the logprobs of its ids (None when any of its ids came without one).
+            piece carries the logprobs and top logprobs of its ids (None when any of its ids
+            came without them).
 
     Raises:
         TypeError: at construction, for an unsupported tokenizer or non-integer ``prompt_ids``.
@@ -177,38 +178,45 @@ class _TextSink(OperatorSink[Any, str]):
 
 
 class _AlignedSink(OperatorSink[Any, Piece]):
-    __slots__ = ("det", "held", "held_lps", "pending", "pending_at")
+    __slots__ = ("det", "held", "held_lps", "held_tops", "pending", "pending_at")
 
     def __init__(self, observer: abc.ObserverBase[Piece], det: StreamDetokenizer) -> None:
         super().__init__("detokenize", observer)
         self.det = det
         self.held: list[int] = []
         self.held_lps: list[float | None] = []
+        self.held_tops: list[TopLogprobs | None] = []
         self.pending: tuple[int, ...] = ()  # the current item's ids; pending[pending_at:] not pushed
         self.pending_at = 0
 
     def _piece(self, text: str) -> Piece:
-        lps = self.held_lps
-        logprobs = None if any(lp is None for lp in lps) else tuple(lp for lp in lps if lp is not None)
-        piece = Piece(text, tuple(self.held), logprobs)
+        lps, tops = self.held_lps, self.held_tops
+        logprobs = None if None in lps else tuple(lp for lp in lps if lp is not None)
+        top_logprobs = None if not tops or None in tops else tuple(t for t in tops if t is not None)
+        piece = Piece(text, tuple(self.held), logprobs, top_logprobs)
         self.held.clear()
         lps.clear()
+        tops.clear()
         return piece
 
     def on_next(self, value: Any) -> None:
         logprobs: Sequence[float | None]
+        tops: Sequence[TopLogprobs | None]
         if isinstance(value, Piece):
             ids = as_token_ids(value.ids)
             logprobs = value.logprobs if value.logprobs is not None else [None] * len(ids)
+            tops = value.top_logprobs if value.top_logprobs is not None else [None] * len(ids)
         else:
             ids = as_token_ids(value)
             logprobs = [None] * len(ids)
+            tops = [None] * len(ids)
         push_one = self.det.push_one
         self.pending = ids
-        for k, (i, lp) in enumerate(zip(ids, logprobs, strict=True)):
+        for k, (i, lp, top) in enumerate(zip(ids, logprobs, tops, strict=True)):
             text = push_one(i)
             self.held.append(i)
             self.held_lps.append(lp)
+            self.held_tops.append(top)
             self.pending_at = k + 1
             if text:
                 self.observer.on_next(self._piece(text))
@@ -222,6 +230,7 @@ class _AlignedSink(OperatorSink[Any, Piece]):
         ids = (*self.held, *self.pending[self.pending_at :])
         self.held.clear()
         self.held_lps.clear()
+        self.held_tops.clear()
         self.pending = ()
         self.pending_at = 0
         return ids

@@ -11,7 +11,7 @@ from reactivex.disposable import Disposable
 from rxstream._finish import Finish, FinishCallback, FinishReason
 
 from ._sink import OperatorSink, describe, operator
-from ._token_ids import TokenItem, as_id_tuple
+from ._token_ids import TokenItem, as_id_tuple, head
 
 __all__ = ["max_tokens"]
 
@@ -21,7 +21,8 @@ def max_tokens(
 ) -> Callable[[Observable[TokenItem]], Observable[TokenItem]]:
     """Pass at most ``budget`` token ids, then complete and dispose the upstream.
 
-    Counts ids, not items: a sequence item (several ids at once) is cut to fit the budget.
+    Counts ids, not items: a sequence item (several ids at once) is cut to fit the budget; a
+    :class:`~rxstream.Piece` (ids with logprobs) keeps the data of the ids it keeps.
 
     Args:
         budget: how many ids may pass (an int >= 0; 0 completes at once).
@@ -74,9 +75,8 @@ class _BudgetSink(OperatorSink[Any, Any]):
             if not ids:
                 return
             if len(ids) > self.left:
-                keep = ids[: self.left]
                 cut = ids[self.left :]
-                value = type(value)(keep) if isinstance(value, list) else keep
+                value = head(value, ids, self.left)
                 self.left = 0
                 self.observer.on_next(value)
                 self.end(Finish(FinishReason.LENGTH, dropped=cut))

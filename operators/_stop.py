@@ -8,7 +8,6 @@ from typing import Any
 from reactivex import Observable, abc
 
 from rxstream._finish import Finish, FinishCallback, FinishReason
-from rxstream._piece import Piece
 from rxstream.text import (
     RegexStopMatcher,
     RegexStopRules,
@@ -134,9 +133,9 @@ class _StopSink(TextSink):
 
     def _stopped(self) -> None:
         if self.aligner is not None:
-            # ids whose (empty) text lies before the cut still belong to the output
-            ids, logprobs = self.aligner.take(self.matcher.emitted)
-            if ids:
-                self.observer.on_next(Piece("", ids, logprobs))
+            # tokens whose (empty) text lies before the cut still belong to the output
+            due = self.aligner.take(self.matcher.emitted)
+            if due.size:
+                self.observer.on_next(due)
         # report() adds the ids cut off here and those held by linked stages above
         self.end(Finish(FinishReason.STOP, stop=self.matcher.stop_string))

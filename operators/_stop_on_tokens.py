@@ -10,7 +10,7 @@ from reactivex import Observable, abc
 from rxstream._finish import Finish, FinishCallback, FinishReason
 
 from ._sink import OperatorSink, operator
-from ._token_ids import TokenItem, as_id_tuple, normalize_ids
+from ._token_ids import TokenItem, as_id_tuple, head, normalize_ids
 
 __all__ = ["stop_on_tokens"]
 
@@ -72,9 +72,9 @@ class _StopTokensSink(OperatorSink[Any, Any]):
             return
         for k, token in enumerate(ids):
             if token in self.stops:
-                keep = ids[: k + 1] if self.include else ids[:k]
+                keep = k + 1 if self.include else k
                 if keep:
-                    self.observer.on_next(type(value)(keep) if isinstance(value, list) else keep)
+                    self.observer.on_next(head(value, ids, keep))
                 self.end(Finish(FinishReason.STOP, stop=token, dropped=ids[k + 1 :]))
                 return
         if ids:

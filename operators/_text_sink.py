@@ -92,4 +92,4 @@ class TextSink(OperatorSink[Any, Any]):
             self.observer.on_next(out)
 
     def take_held(self) -> tuple[int, ...]:
-        return self.aligner.rest()[0] if self.aligner is not None else ()
+        return self.aligner.rest().ids if self.aligner is not None else ()

@@ -6,11 +6,12 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from rxstream._piece import Piece
 from rxstream.detok import as_token_ids
 
 from ._sink import describe
 
-__all__ = ["TokenItem", "as_id_tuple", "normalize_ids"]
+__all__ = ["TokenItem", "as_id_tuple", "head", "normalize_ids"]
 
 TokenItem = int | Sequence[int]
 """One item of a token-id stream: one id, or several ids at once."""
@@ -20,10 +21,13 @@ def as_id_tuple(owner: str, item: Any) -> tuple[int, ...] | None:
     """``None`` for a single integer id, else the item's ids; TypeError for anything else.
 
     Integer ids may be ``int`` or integer scalars such as ``numpy.int64`` (numpy-based backends);
-    a sequence item may be a list, tuple or 1-d integer array. ``bool`` is not an id.
+    a sequence item may be a list, tuple or 1-d integer array, or a :class:`~rxstream.Piece` (its
+    ids: a backend's item with log-probabilities). ``bool`` is not an id.
     """
     if type(item) is int:
         return None
+    if isinstance(item, Piece):
+        return as_token_ids(item.ids, owner)
     if not isinstance(item, bool):
         try:
             operator.index(item)
@@ -42,3 +46,15 @@ def normalize_ids(ids: int | Iterable[int], owner: str) -> frozenset[int]:
         if i < 0:
             raise ValueError(f"{owner}: token ids must be >= 0, got {i}")
     return frozenset(items)
+
+
+def head(item: Any, ids: tuple[int, ...], n: int) -> Any:
+    """The first ``n`` ids of a sequence item, in the item's own kind: a list stays a list, a
+    :class:`~rxstream.Piece` keeps the per-token data of those ids (and its text only when whole)."""
+    if isinstance(item, Piece):
+        if n >= item.size:
+            return item
+        return item.tokens_slice(0, n)
+    if isinstance(item, list):
+        return list(ids[:n])
+    return ids[:n]

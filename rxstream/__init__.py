@@ -17,8 +17,8 @@ windowed detokenizer engines); the names above are re-exported from them.
 """
 
 from ._finish import Finish, FinishCallback, FinishOnce, FinishReason, FinishRecorder
-from ._generative_model import GenerativeModel
-from ._piece import Piece
+from ._generative_model import GenerativeModel, supports_logprobs
+from ._piece import Piece, TopLogprobs
 from ._sampling_params import SamplingOptions, SamplingParams, SamplingParamsError, SamplingParamsTypeError
 from ._sinks import run_text
 from ._sources import replay
@@ -56,11 +56,13 @@ __all__ = [
     "StopMatcher",
     "StreamDetokenizer",
     "TokenizerProtocol",
+    "TopLogprobs",
     "replace_text",
     "replay",
     "run_text",
     "rx",
     "stop_text",
+    "supports_logprobs",
 ]
 
 __version__ = "0.1.0"

@@ -3,6 +3,7 @@ the ONNX one, a replayed recording, a user's own — can be served and chatted w
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -12,7 +13,7 @@ from reactivex import abc
 from ._finish import FinishCallback
 from ._sampling_params import SamplingParams
 
-__all__ = ["GenerativeModel"]
+__all__ = ["GenerativeModel", "supports_logprobs"]
 
 
 @runtime_checkable
@@ -34,6 +35,11 @@ class GenerativeModel(Protocol):
     - ``render_chat(messages, add_generation_prompt=True, **template_vars) -> str``: the prompt
       text (the server routes the generation from the end of it, and passes ``tools=`` to a
       template that renders tools). Without it the prompt text is the decoded prompt ids.
+    - ``generate(..., logprobs=k)`` (an int, or None for plain ids; as
+      :meth:`rxstream.backends.OnnxModel.generate` takes it): with an int ``k`` it emits, for each
+      id, a :class:`~rxstream.Piece` with no text carrying the id, its log-probability and the
+      ``k`` most likely ids (``top_logprobs``). A model without it is served without
+      log-probabilities (:func:`supports_logprobs` tells).
     """
 
     @property
@@ -69,3 +75,19 @@ class GenerativeModel(Protocol):
         """A cold observable of generated ids: each subscription generates anew, reports why it
         ended to ``on_finish`` before completing, and stops when disposed."""
         ...
+
+
+def supports_logprobs(model: Any) -> bool:
+    """Whether ``model.generate`` takes a ``logprobs`` keyword (named, or through ``**kwargs``)."""
+    generate = getattr(model, "generate", None)
+    if generate is None:
+        return False
+    try:
+        params = inspect.signature(generate).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is inspect.Parameter.VAR_KEYWORD
+        or (p.name == "logprobs" and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
+        for p in params
+    )

@@ -40,7 +40,7 @@ from reactivex import abc
 from reactivex.disposable import Disposable
 
 from ._finish import Finish, FinishCallback, FinishOnce, FinishReason
-from ._piece import Piece
+from ._piece import Piece, join_tokens
 
 __all__ = ["from_async_iterable", "to_async_iterable"]
 
@@ -63,11 +63,18 @@ def _merge(items: list[Any]) -> list[Any]:
                 isinstance(item, Piece)
                 and isinstance(last, Piece)
                 and (item.logprobs is None) == (last.logprobs is None)
+                and (
+                    not (item.size and last.size)
+                    or (
+                        (item.top_logprobs is None) == (last.top_logprobs is None)
+                        and (item.tokens is None) == (last.tokens is None)
+                    )
+                )
             ):
-                logprobs = None
-                if item.logprobs is not None and last.logprobs is not None:
-                    logprobs = last.logprobs + item.logprobs
-                out[-1] = Piece(last.text + item.text, last.ids + item.ids, logprobs)
+                joined = (last, item)
+                out[-1] = join_tokens(
+                    last.text + item.text, joined, logprobs_default=last.logprobs is not None
+                )
                 continue
         out.append(item)
     return out
@@ -257,7 +264,7 @@ def to_async_iterable(
     Args:
         obs: the source; it may emit on any thread.
         coalesce: merge items queued since the consumer last looked: adjacent ``str`` items are
-            concatenated, adjacent :class:`~rxstream.Piece` items joined (text, ids, logprobs).
+            concatenated, adjacent :class:`~rxstream.Piece` items joined (text, ids and per-token data).
             Other items are passed one by one.
         maxsize: block a producer thread (not the event-loop thread) while this many items are
             queued. ``None``: unbounded.

@@ -10,7 +10,8 @@ Modules (all private; import from here or from :mod:`rxstream.backends`):
 * ``_generation``: one run of ``generate`` (decode loop, cancellation, its end reported once);
   :func:`default_scheduler`.
 * ``_batch``: one run of ``generate_batch`` (a left-padded batch, each row ending on its own).
-* ``_sampling``: :class:`Sampler` (greedy, temperature, top-k/top-p, repetition penalty).
+* ``_sampling``: :class:`Sampler` (greedy, temperature, top-k/top-p, repetition penalty) and
+  :func:`token_logprobs` (a token's log-probability and the best alternatives).
 * ``_chat``: the Jinja chat template.
 * ``_config``: :class:`DecoderConfig` (``config.json``), :func:`sampling_defaults`
   (``generation_config.json``) and the graph file names of a model directory.
@@ -23,7 +24,15 @@ the one way back, pulling a known model in :meth:`OnnxModel.from_pretrained`, is
 from ._config import DecoderConfig, sampling_defaults
 from ._generation import default_scheduler
 from ._model import OnnxModel
-from ._sampling import Sampler
+from ._sampling import Sampler, token_logprobs
 from ._session import Provider
 
-__all__ = ["DecoderConfig", "OnnxModel", "Provider", "Sampler", "default_scheduler", "sampling_defaults"]
+__all__ = [
+    "DecoderConfig",
+    "OnnxModel",
+    "Provider",
+    "Sampler",
+    "default_scheduler",
+    "sampling_defaults",
+    "token_logprobs",
+]

@@ -18,7 +18,7 @@ from reactivex.disposable import Disposable
 
 from rxstream import Finish, FinishOnce, FinishReason
 
-from ._generation import GenerateCall, make_sampler
+from ._generation import GenerateCall, make_sampler, token_item
 
 __all__ = ["RowFinishCallback", "batch_observable"]
 
@@ -29,11 +29,11 @@ RowFinishCallback = Callable[[int, Finish], None]
 
 def batch_observable(
     call: GenerateCall, rows: list[list[int]], pad: int, on_finish: RowFinishCallback | None
-) -> Observable[tuple[int, int]]:
+) -> Observable[tuple[int, Any]]:
     """The cold observable :meth:`OnnxModel.generate_batch` returns (one batch run per subscription)."""
 
     def subscribe(
-        observer: abc.ObserverBase[tuple[int, int]], scheduler: abc.SchedulerBase | None = None
+        observer: abc.ObserverBase[tuple[int, Any]], scheduler: abc.SchedulerBase | None = None
     ) -> abc.DisposableBase:
         run = _BatchGeneration(call, rows, pad, observer, on_finish)
         return run.start(call.worker(scheduler))
@@ -59,7 +59,7 @@ class _BatchGeneration:
         call: GenerateCall,
         rows: list[list[int]],
         pad: int,
-        observer: abc.ObserverBase[tuple[int, int]],
+        observer: abc.ObserverBase[tuple[int, Any]],
         on_finish: RowFinishCallback | None,
     ) -> None:
         self._call = call
@@ -144,7 +144,8 @@ class _BatchGeneration:
             for i in range(batch):
                 if done[i].done:
                     continue
-                token = self._samplers[i](logits[i, -1])
+                row = logits[i, -1]
+                token = self._samplers[i](row)
                 if token in call.stops:
                     done[i](Finish(FinishReason.STOP, stop=token))
                 elif token in call.eos:
@@ -152,7 +153,7 @@ class _BatchGeneration:
                 else:
                     if self.cancelled:
                         return
-                    observer.on_next((i, token))
+                    observer.on_next((i, token_item(call, token, row)))
                     next_ids[i, 0] = token
             produced += 1
             if all(once.done for once in done):

@@ -20,12 +20,12 @@ from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 from reactivex.scheduler import ThreadPoolScheduler
 
-from rxstream import Finish, FinishCallback, FinishOnce, FinishReason, SamplingParams
+from rxstream import Finish, FinishCallback, FinishOnce, FinishReason, Piece, SamplingParams
 
-from ._sampling import Sampler
+from ._sampling import Sampler, token_logprobs
 from ._session import DecoderSession
 
-__all__ = ["GenerateCall", "default_scheduler", "generate_observable", "make_sampler"]
+__all__ = ["GenerateCall", "default_scheduler", "generate_observable", "make_sampler", "token_item"]
 
 log = logging.getLogger("rxstream.backends")
 
@@ -60,6 +60,8 @@ class GenerateCall:
     """The scheduler given to the call (else the subscription's, else :func:`default_scheduler`)."""
     track: Callable[[int], None]
     """Counts running loops on the model (``+1`` when a loop starts, ``-1`` when it ends)."""
+    logprobs: int | None = None
+    """None: emit ids; k: emit a :class:`~rxstream.Piece` per id with its logprob and k alternatives."""
 
     def worker(self, subscribe_scheduler: abc.SchedulerBase | None) -> abc.SchedulerBase:
         return self.scheduler or subscribe_scheduler or default_scheduler()
@@ -79,13 +81,23 @@ def make_sampler(call: GenerateCall, prompt: Sequence[int], seed: int | None) ->
     )
 
 
+def token_item(call: GenerateCall, token: int, logits_row: np.ndarray) -> int | Piece:
+    """What a run emits for a sampled ``token``: the id, or (with ``call.logprobs``) a
+    :class:`~rxstream.Piece` with no text carrying the id, its logprob and its alternatives."""
+    k = call.logprobs
+    if k is None:
+        return token
+    logprob, top = token_logprobs(logits_row, token, k)
+    return Piece("", (token,), (logprob,), (top,))
+
+
 def generate_observable(
     call: GenerateCall, prompt: list[int], on_finish: FinishCallback | None
-) -> Observable[int]:
+) -> Observable[Any]:
     """The cold observable :meth:`OnnxModel.generate` returns: one :class:`_Generation` per subscription."""
 
     def subscribe(
-        observer: abc.ObserverBase[int], scheduler: abc.SchedulerBase | None = None
+        observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
     ) -> abc.DisposableBase:
         run = _Generation(call, prompt, observer, on_finish)
         return run.start(call.worker(scheduler))
@@ -106,7 +118,7 @@ class _Generation:
         self,
         call: GenerateCall,
         prompt: list[int],
-        observer: abc.ObserverBase[int],
+        observer: abc.ObserverBase[Any],
         on_finish: FinishCallback | None,
     ) -> None:
         self._call = call
@@ -182,6 +194,7 @@ class _Generation:
         total = len(prompt)
         produced = 0
         has_positions = call.session.has_position_ids
+        plain = call.logprobs is None
         while True:
             if self.cancelled:
                 return None
@@ -191,14 +204,15 @@ class _Generation:
             if has_positions:
                 feeds["position_ids"] = positions[:, total - ids.shape[1] : total]
             logits = cache.step(feeds, total)
-            token = sampler(logits[0, -1])
+            row = logits[0, -1]
+            token = sampler(row)
             if token in call.stops:
                 return Finish(FinishReason.STOP, stop=token)
             if token in call.eos:
                 return Finish(FinishReason.EOS)
             if self.cancelled:
                 return None
-            observer.on_next(token)
+            observer.on_next(token if plain else token_item(call, token, row))
             produced += 1
             total += 1
             next_id[0, 0] = token

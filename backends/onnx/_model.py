@@ -9,21 +9,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Unpack
+from typing import Any, Literal, Unpack, overload
 
 import numpy as np
 import numpy.typing as npt
 from reactivex import Observable, abc
 from tokenizers import Tokenizer
 
-from rxstream import FinishCallback, SamplingOptions, SamplingParams
+from rxstream import FinishCallback, Piece, SamplingOptions, SamplingParams
 
 from ._batch import RowFinishCallback, batch_observable
 from ._chat import ChatTemplate
 from ._config import BATCH_MODEL_FILE, DecoderConfig
 from ._generation import GenerateCall, generate_observable
 from ._loader import check_load_args, load_directory, resolve_name
-from ._sampling import check_int
+from ._sampling import check_int, check_logprobs
 from ._session import DecoderSession, Provider
 
 __all__ = ["OnnxModel"]
@@ -270,6 +270,7 @@ class OnnxModel:
         return np.asarray(outs[0], dtype=np.float32), [np.asarray(o) for o in outs[1:]]
 
     # ------------------------------------------------------------------ generation
+    @overload
     def generate(
         self,
         prompt_ids: Sequence[int],
@@ -277,9 +278,33 @@ class OnnxModel:
         *,
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
+        logprobs: None = None,
         **sampling: Unpack[SamplingOptions],
-    ) -> Observable[int]:
-        """A cold ``Observable[int]`` of generated token ids.
+    ) -> Observable[int]: ...
+
+    @overload
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams | None = None,
+        *,
+        on_finish: FinishCallback | None = None,
+        scheduler: abc.SchedulerBase | None = None,
+        logprobs: int,
+        **sampling: Unpack[SamplingOptions],
+    ) -> Observable[Piece]: ...
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams | None = None,
+        *,
+        on_finish: FinishCallback | None = None,
+        scheduler: abc.SchedulerBase | None = None,
+        logprobs: int | None = None,
+        **sampling: Unpack[SamplingOptions],
+    ) -> Observable[int] | Observable[Piece]:
+        """A cold ``Observable[int]`` of generated token ids (of pieces, with ``logprobs``).
 
         Each subscription runs its own generation on ``scheduler`` (default: a scheduler passed to
         ``subscribe``, else the shared :func:`default_scheduler` pool) and emits each id as soon as it
@@ -292,14 +317,23 @@ class OnnxModel:
 
         Sampling: ``params`` (a :class:`~rxstream.SamplingParams`), else the model's own defaults
         (:attr:`default_sampling`), updated by keyword arguments (``temperature=0.7``, ...).
+
+        ``logprobs=k`` (an int from 0 to 20) emits, for each id, a :class:`~rxstream.Piece` with no
+        text carrying the id, its log-probability and the ``k`` most likely ids with theirs
+        (``top_logprobs``, best first); :func:`~rxstream.operators.detokenize` takes those pieces
+        and, with ``aligned=True``, keeps each token's numbers with its text. The numbers are the
+        model's own distribution: ``log_softmax`` of the raw logits, before temperature, top-k,
+        top-p and the repetition penalty (as vLLM reports by default; see
+        :func:`~rxstream.backends.onnx.token_logprobs`).
         """
         args = SamplingParams.from_kwargs(params, sampling, "generate", self.default_sampling)
         prompt = self._check_prompt(prompt_ids, "generate")
         stops = self._check_call_args("generate", args.stop_token_ids, on_finish, scheduler)
-        call = self._call(self._session, args, stops, scheduler)
+        k = check_logprobs("generate", logprobs)
+        call = self._call(self._session, args, stops, scheduler, k)
         return generate_observable(call, prompt, on_finish)
 
-    def chat(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Observable[int]:
+    def chat(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Observable[Any]:
         """:meth:`generate` on the chat-template prompt of ``messages`` (same keyword arguments)."""
         return self.generate(self.encode_chat(messages), **kwargs)
 
@@ -350,11 +384,12 @@ class OnnxModel:
         args: SamplingParams,
         stops: frozenset[int],
         scheduler: abc.SchedulerBase | None,
+        logprobs: int | None = None,
     ) -> GenerateCall:
         """What a checked generate call needs to run on ``session``."""
         eos: frozenset[int] = frozenset() if args.ignore_eos else self._eos
         return GenerateCall(
-            session, self.max_length, self.vocab_size, args, stops, eos, scheduler, self._track
+            session, self.max_length, self.vocab_size, args, stops, eos, scheduler, self._track, logprobs
         )
 
     # ------------------------------------------------------------------ batches
@@ -379,14 +414,16 @@ class OnnxModel:
         *,
         on_finish: RowFinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
+        logprobs: int | None = None,
         **sampling: Unpack[SamplingOptions],
-    ) -> Observable[tuple[int, int]]:
+    ) -> Observable[tuple[int, Any]]:
         """Generate for several prompts at once (left-padded batch) as ``Observable[(row, token_id)]``.
 
         Each row ends on its own (EOS, stop id, budget), reported as ``on_finish(row, Finish)``; the
         observable completes when every row has ended. Each row's ids equal what :meth:`generate`
         gives for that prompt alone (up to float rounding). Row ``i`` samples with seed ``seed + i``.
         Disposing stops the loop before the next forward pass (every unfinished row: CANCELLED).
+        ``logprobs=k``: items are ``(row, Piece)`` as :meth:`generate` emits them.
         """
         args = SamplingParams.from_kwargs(params, sampling, "generate_batch", self.default_sampling)
         if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Iterable):
@@ -398,8 +435,9 @@ class OnnxModel:
         if not rows:
             raise ValueError("generate_batch: no prompts")
         stops = self._check_call_args("generate_batch", args.stop_token_ids, on_finish, scheduler)
+        k = check_logprobs("generate_batch", logprobs)
         needs_padding = len({len(r) for r in rows}) > 1
         plain = needs_padding and not self._session.has_position_ids
         session = self._plain_session() if plain else self._session
         pad = next(iter(sorted(self._eos)), 0)
-        return batch_observable(self._call(session, args, stops, scheduler), rows, pad, on_finish)
+        return batch_observable(self._call(session, args, stops, scheduler, k), rows, pad, on_finish)

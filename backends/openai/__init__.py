@@ -20,11 +20,16 @@ fleet (vLLM, TGI, llama.cpp server, ``rxstream serve``) as to a local model.
   without a reason -> ``EOS``. Disposal reports ``CANCELLED``; failures ``ERROR``.
 
 Token ids and log-probabilities (``pieces=True``): ids are read from a choice's ``token_ids``
-(vLLM's ``return_token_ids``) or from logprob tokens spelled ``"token_id:N"`` (vLLM's
-``return_tokens_as_token_ids``); log-probabilities from ``logprobs.token_logprobs`` (completions)
-or ``logprobs.content[].logprob`` (chat). Ask the server for them with the request parameters it
-understands (e.g. ``logprobs=1``); they are passed through unchanged. Log-probabilities that
-cannot be paired one-to-one with ids are dropped (``Piece.logprobs`` is then None).
+(vLLM's ``return_token_ids``), from each logprob entry's ``id`` (llama.cpp's server), or from
+tokens spelled ``"token_id:N"`` (vLLM's ``return_tokens_as_token_ids``); log-probabilities and
+alternatives from ``logprobs.content[]`` (chat; llama.cpp for both endpoints) or
+``logprobs.tokens``/``token_logprobs``/``top_logprobs`` (completions). A server that names tokens
+only by text and bytes (OpenAI, vLLM) gives pieces whose ``tokens`` hold each token's text, with
+its logprob and alternatives; given ``tokenizer=`` (the served model's), each token's bytes
+(``bytes``, or its text; ``bytes:\\xNN`` spells raw bytes) are mapped to its id, and the pieces
+carry ids. Ask the server for them with the request parameters it understands (``logprobs=1``,
+``logprobs=True, top_logprobs=5``). Log-probabilities that cannot be paired one-to-one with the
+tokens are dropped (``Piece.logprobs`` is then None).
 """
 
 from ._backend import OpenAIBackend

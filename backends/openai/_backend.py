@@ -13,6 +13,7 @@ from reactivex.disposable import Disposable
 
 from rxstream._finish import FinishCallback
 from rxstream._piece import Piece
+from rxstream.detok import TokenBytes
 
 from ._stream import StreamRequest
 
@@ -31,6 +32,10 @@ class OpenAIBackend:
         timeout: seconds for connecting and between two reads of the stream.
         headers: extra HTTP headers.
         transport: an httpx transport (for tests or custom networking).
+        tokenizer: the served model's tokenizer (anything
+            :func:`~rxstream.operators.detokenize` accepts), optional. With ``pieces=True`` it
+            turns the tokens a server names only by their text or bytes (OpenAI, vLLM without
+            ``return_tokens_as_token_ids``) into ids.
 
     The backend holds one ``httpx.Client`` (a connection pool); close it with :meth:`close` or
     use the backend as a context manager.
@@ -45,6 +50,7 @@ class OpenAIBackend:
         timeout: float = 60.0,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
+        tokenizer: Any = None,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"OpenAIBackend: base_url must be an http(s) URL, got {base_url!r}")
@@ -59,6 +65,7 @@ class OpenAIBackend:
             all_headers["Authorization"] = f"Bearer {api_key}"
         all_headers.update(headers or {})
         self._client = httpx.Client(headers=all_headers, timeout=httpx.Timeout(timeout), transport=transport)
+        self._vocab = None if tokenizer is None else TokenBytes(tokenizer)
 
     def _model_field(self) -> dict[str, str]:
         return {} if self.model is None else {"model": self.model}
@@ -175,7 +182,7 @@ class OpenAIBackend:
         client = self._client
 
         def subscribe(observer: abc.ObserverBase[Any], _sched: abc.SchedulerBase | None = None) -> Disposable:
-            request = StreamRequest(client, url, body, kind, pieces, observer, on_finish)
+            request = StreamRequest(client, url, body, kind, pieces, observer, on_finish, self._vocab)
             if scheduler is not None:
                 scheduler.schedule(lambda _s, _st: request.run())
             else:

@@ -15,9 +15,10 @@ from reactivex import abc
 
 from rxstream import Finish, FinishCallback, FinishOnce, FinishReason
 from rxstream._piece import Piece
+from rxstream.detok import TokenBytes
 
 from ._errors import OpenAIBackendError
-from ._events import ids_and_logprobs, map_finish, sse_events
+from ._events import choice_tokens, map_finish, sse_events
 
 __all__ = ["StreamRequest"]
 
@@ -43,7 +44,9 @@ class StreamRequest:
         pieces: bool,
         observer: abc.ObserverBase[Any],
         on_finish: FinishCallback | None,
+        vocab: TokenBytes | None = None,
     ) -> None:
+        self.vocab = vocab
         self.client = client
         self.url = url
         self.body = body
@@ -187,6 +190,8 @@ class StreamRequest:
         if not isinstance(text, str):
             raise ValueError(f"text is {type(text).__name__}, not a string")
         if self.pieces:
-            ids, logprobs = ids_and_logprobs(choice)
-            return Piece(text, ids, logprobs) if text or ids else None
+            t = choice_tokens(choice, self.vocab)
+            if not text and not t.size:
+                return None
+            return Piece(text, t.ids, t.logprobs, t.top_logprobs, t.tokens)
         return text or None

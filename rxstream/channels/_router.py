@@ -16,12 +16,12 @@ text is held and matched against those delimiters only.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from .._piece import Piece
+from .._piece import Piece, join_tokens
 from ..text import (
     RegexRule,
     RegexStop,
@@ -155,7 +155,7 @@ class Router:
         self._tail = ""  # text fed to the matcher and not released yet
         self._pos = 0  # characters fed
         self._out = 0  # characters assigned to segments
-        self._pieces: deque[tuple[int, tuple[int, ...], tuple[float, ...] | None]] = deque()
+        self._pieces: deque[tuple[int, Piece]] = deque()  # (start, piece): tokens not in a segment yet
         self._finished = False
         self._chan = self.spec.default
         self._index = 0
@@ -189,7 +189,7 @@ class Router:
 
     def take_held(self) -> tuple[int, ...]:
         """Remove and return the ids not yet in a segment (their text is held)."""
-        ids = tuple(i for _, pids, _ in self._pieces for i in pids)
+        ids = tuple(i for _, piece in self._pieces for i in piece.ids)
         self._pieces.clear()
         return ids
 
@@ -236,7 +236,7 @@ class Router:
                 self._pos += len(text)
                 if released is text:  # nothing held or matched now: all of it is channel text
                     self._out += len(text)
-                    seg = (self._chan, "chunk", text, None, None, self._index, EMPTY_CAPTURES, "")
+                    seg = (self._chan, "chunk", text, None, None, self._index, EMPTY_CAPTURES, "", None, None)
                     out.append(_new(Segment, seg))
                     return out
                 self._tail = text
@@ -262,7 +262,7 @@ class Router:
             elif any(t in gate or t in self._state.by_id for t in piece.ids):
                 self._gate_decide(None, out)  # a token after the start: the initial region
             else:
-                self._queue(self._pos + len(self._gate_text), piece.ids, piece.logprobs)
+                self._queue(self._pos + len(self._gate_text), piece)
                 if piece.text:
                     self._gate_feed(piece.text, out)
                 return out
@@ -273,7 +273,7 @@ class Router:
                 if rule is not None:
                     self._split_at_token(piece, k, rule, out)
                     return out
-        self._queue(self._pos, piece.ids, piece.logprobs)
+        self._queue(self._pos, piece)
         if piece.text:
             self._route(piece.text, out)
         return out
@@ -342,9 +342,9 @@ class Router:
             self._route(text, out)
 
     # -- routing -------------------------------------------------------------------------------
-    def _queue(self, start: int, ids: tuple[int, ...], logprobs: tuple[float, ...] | None) -> None:
-        if ids:
-            self._pieces.append((start, ids, logprobs))
+    def _queue(self, start: int, piece: Piece) -> None:
+        if piece.ids or piece.tokens:
+            self._pieces.append((start, piece))
 
     def _route(self, text: str, out: list[Segment]) -> None:
         while True:
@@ -398,7 +398,6 @@ class Router:
         assert isinstance(d, SpecialToken)
         text = piece.text
         ids_before, ids_after = piece.ids[:k], piece.ids[k + 1 :]
-        lps = piece.logprobs
         at = text.find(d.text) if d.text else -1
         if at >= 0:
             before, token_text, after = text[:at], d.text, text[at + len(d.text) :]
@@ -407,7 +406,7 @@ class Router:
         else:
             before, token_text, after = "", "", text
         if ids_before or before:
-            out.extend(self.feed_piece(Piece(before, ids_before, None if lps is None else lps[:k])))
+            out.extend(self.feed_piece(_with_text(before, piece.tokens_slice(0, k))))
         # the token is a hard boundary: what is held before it is text of the current channel
         if self._matcher is not None:
             released = self._matcher.flush()
@@ -415,34 +414,24 @@ class Router:
                 self._chunk(released, out)
         self._tail = ""
         self._pos += len(token_text)
-        self._event(rule, token_text, out, token=(piece.ids[k], None if lps is None else lps[k]))
+        self._event(rule, token_text, out, token=piece.tokens_slice(k, k + 1))
         self._reset_matcher()
         if ids_after or after:
-            out.extend(self.feed_piece(Piece(after, ids_after, None if lps is None else lps[k + 1 :])))
+            out.extend(self.feed_piece(_with_text(after, piece.tokens_slice(k + 1))))
 
     # -- output --------------------------------------------------------------------------------
-    def _take_ids(
-        self, end: int | None, token: tuple[int, float | None] | None = None
-    ) -> tuple[tuple[int, ...] | None, tuple[float, ...] | None]:
+    def _take_tokens(self, end: int | None, token: Piece | None = None) -> Piece | None:
+        """The queued tokens whose text starts before ``end`` (all with None), then ``token``;
+        None for text input."""
         if not self.aligned:
-            return None, None
-        ids: list[int] = []
-        lps: list[float] | None = []
+            return None
+        parts: list[Piece] = []
         pieces = self._pieces
         while pieces and (end is None or pieces[0][0] < end):
-            _, pids, plps = pieces.popleft()
-            ids.extend(pids)
-            if plps is None:
-                lps = None
-            elif lps is not None:
-                lps.extend(plps)
+            parts.append(pieces.popleft()[1])
         if token is not None:
-            ids.append(token[0])
-            if token[1] is None:
-                lps = None
-            elif lps is not None:
-                lps.append(token[1])
-        return tuple(ids), (tuple(lps) if lps is not None and ids else None)
+            parts.append(token)
+        return join_tokens("", parts)
 
     def _emit(
         self,
@@ -455,35 +444,33 @@ class Router:
         captures: MappingProxyType[str, str] | None = None,
         reason: str = "",
         last: bool = False,
-        token: tuple[int, float | None] | None = None,
+        token: Piece | None = None,
     ) -> None:
         self._out += len(text)
-        ids, lps = self._take_ids(None if last or token is not None else self._out, token)
-        if event == "chunk" and not text and not ids:
+        due = self._take_tokens(None if last or token is not None else self._out, token)
+        if event == "chunk" and not text and (due is None or not due.size):
             return
-        out.append(
-            Segment(
-                channel,
-                event,
-                text,
-                ids,
-                lps,
-                index,
-                captures if captures is not None else MappingProxyType({}),
-                reason,
-            )
-        )
+        captures = captures if captures is not None else MappingProxyType({})
+        if due is None:
+            out.append(Segment(channel, event, text, None, None, index, captures, reason))
+        else:
+            out.append(_segment(channel, event, text, index, due, captures, reason))
 
     def _chunk(self, text: str, out: list[Segment]) -> None:
         """Channel text (the hot path: one call per routed item)."""
         self._out += len(text)
         if self.aligned:
-            ids, lps = self._take_ids(self._out)
-            if not text and not ids:
+            due = self._take_tokens(self._out)
+            assert due is not None
+            if not text and not due.size:
                 return
-        else:
-            ids = lps = None
-        out.append(_new(Segment, (self._chan, "chunk", text, ids, lps, self._index, EMPTY_CAPTURES, "")))
+            out.append(_segment(self._chan, "chunk", text, self._index, due))
+            return
+        out.append(
+            _new(
+                Segment, (self._chan, "chunk", text, None, None, self._index, EMPTY_CAPTURES, "", None, None)
+            )
+        )
 
     def _update_channel(self) -> None:
         if self._region < 0:
@@ -492,9 +479,7 @@ class Router:
             self._chan = self.spec.regions[self._region].channel
             self._index = self._counts.get(self._chan, 0)
 
-    def _event(
-        self, rule: _Rule, text: str, out: list[Segment], token: tuple[int, float | None] | None = None
-    ) -> None:
+    def _event(self, rule: _Rule, text: str, out: list[Segment], token: Piece | None = None) -> None:
         spec = self.spec
         if rule.kind == "open":
             region = spec.regions[rule.region]
@@ -577,9 +562,34 @@ def merge_chunks(segments: Sequence[Segment]) -> list[Segment]:
         if out and s.event == "chunk":
             p = out[-1]
             if p.event == "chunk" and p.channel == s.channel and p.region == s.region:
-                ids = None if p.ids is None or s.ids is None else p.ids + s.ids
-                lps = None if p.logprobs is None or s.logprobs is None else p.logprobs + s.logprobs
-                out[-1] = Segment(p.channel, "chunk", p.text + s.text, ids, lps, p.region)
+                if p.ids is None or s.ids is None:
+                    out[-1] = Segment(p.channel, "chunk", p.text + s.text, None, None, p.region)
+                else:
+                    joined = join_tokens("", [_segment_tokens(p), _segment_tokens(s)], logprobs_default=True)
+                    out[-1] = _segment(p.channel, "chunk", p.text + s.text, p.region, joined)
                 continue
         out.append(s)
     return out
+
+
+def _with_text(text: str, tokens: Piece) -> Piece:
+    return Piece(text, tokens.ids, tokens.logprobs, tokens.top_logprobs, tokens.tokens)
+
+
+def _segment(
+    channel: str,
+    event: SegmentEvent,
+    text: str,
+    index: int,
+    due: Piece,
+    captures: Mapping[str, str] = EMPTY_CAPTURES,
+    reason: str = "",
+) -> Segment:
+    """A segment of aligned input carrying the tokens of ``due`` (logprobs only when it has tokens)."""
+    lps = due.logprobs if due.size else None
+    fields = (channel, event, text, due.ids, lps, index, captures, reason, due.top_logprobs, due.tokens)
+    return _new(Segment, fields)
+
+
+def _segment_tokens(seg: Segment) -> Piece:
+    return Piece("", seg.ids or (), seg.logprobs, seg.top_logprobs, seg.tokens)

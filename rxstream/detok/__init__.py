@@ -15,6 +15,7 @@ What is in it, bottom up:
   (:class:`TableEngine`) and the windowed fallback (:class:`WindowEngine`).
 - :mod:`._stream` -- :class:`StreamDetokenizer`, which picks the engine, and
   :class:`InexactDecoderWarning`.
+- :mod:`._token_bytes` -- :class:`TokenBytes`: each id's own bytes, and the id of some bytes.
 
 The ``detokenize`` operator (:mod:`rxstream.operators`) runs on :class:`StreamDetokenizer`;
 :class:`StreamDetokenizer`, :class:`TokenizerProtocol` and :class:`InexactDecoderWarning` are also
@@ -33,6 +34,7 @@ from ._protocol import (
 from ._stream import InexactDecoderWarning, StreamDetokenizer
 from ._table_engine import TableEngine, incomplete_utf8_start
 from ._tables import DecodeTable, table_from_hf, table_from_token_bytes
+from ._token_bytes import TokenBytes
 from ._window_engine import WindowEngine
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "StreamDetokenizer",
     "TableEngine",
     "TiktokenAdapter",
+    "TokenBytes",
     "TokenizerProtocol",
     "WindowEngine",
     "as_detok_tokenizer",

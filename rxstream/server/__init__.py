@@ -39,14 +39,34 @@ match the empty string, or one over a limit is a 400 whose ``param`` names the r
 (``rxstream.stop_regex[1]``).
 
 ``finish_reason`` is ``"stop"`` (end of sequence, or a stop string: then ``stop_reason`` names it,
-as vLLM does) or ``"length"`` (the ``max_tokens`` budget). A failure during a stream is sent as an
+as vLLM does) or ``"length"`` (the ``max_tokens`` budget).
+
+Log-probabilities, in OpenAI's shapes: chat's ``logprobs: true`` with ``top_logprobs`` (0 to 20)
+gives ``choices[].logprobs.content[]`` (``token``, ``logprob``, ``bytes``, ``top_logprobs[]``);
+completions' ``logprobs`` (0 to 20) gives ``tokens``, ``token_logprobs``, ``top_logprobs`` (one
+dict per token, the sampled token always in it) and ``text_offset``. The numbers are the model's
+own distribution (log-softmax of the raw logits, before temperature, top-k/top-p and penalties, as
+vLLM reports by default). ``bytes`` are each token's own UTF-8 bytes (a character split across
+tokens is rebuilt by joining them); ``token`` is those bytes as text, a partial character escaped
+as ``\\xNN``; ``-inf`` is sent as -9999.0. There is one entry per generated token whose text the
+response holds whole: a token that a stop string cuts, even in part, has none (its text before the
+cut is in the response). The served model must take ``generate(..., logprobs=k)`` (see
+:class:`~rxstream.GenerativeModel`), else such a request is a 400.
+
+``n`` (up to ``ServerLimits.max_n``) runs n generations of the prompt (choice ``i`` samples with
+``seed + i``); each choice has its own ``index``, stop and ``finish_reason``. Streamed, every
+chunk carries one choice, interleaved as the text comes. ``best_of`` may only equal ``n``.
+While a stream is silent (waiting for a generation slot, reading the prompt) a ``: keep-alive``
+comment goes out every ``ServerLimits.keepalive_interval`` seconds (15), so proxies keep it open.
+
+A failure during a stream is sent as an
 ``{"error": {...}}`` event (the official client raises ``APIError``).
 
 Request limits (:class:`ServerLimits`, all enforced with HTTP 400 and an OpenAI-style error body
 naming the parameter): body size, prompt size in characters and tokens, ``max_tokens``, prompt plus
 ``max_tokens`` within the model's context, number and length of stop strings, number and length of
-replace rules, number of messages, types and ranges of sampling parameters; ``n`` must be 1;
-``logprobs``/``echo``/``best_of``/``suffix`` are not supported.
+replace rules, number of messages, types and ranges of sampling parameters, ``n`` and
+``logprobs``; ``echo``/``suffix`` are not supported.
 
 Reasoning and tool calls (chat completions; ``_channels``, ``_tools``, ``_tool_prompt``): the
 output is routed by the model's reasoning format (``create_app(reasoning_format="auto")``: from

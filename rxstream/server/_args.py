@@ -89,6 +89,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="SECONDS",
             help=f"seconds {what} (default {default:g})",
         )
+    parser.add_argument(
+        "--keepalive-interval",
+        type=float,
+        default=defaults.keepalive_interval,
+        metavar="SECONDS",
+        help="seconds a stream may stay silent before a ': keep-alive' comment is sent "
+        f"(default {defaults.keepalive_interval:g})",
+    )
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
 
@@ -100,6 +108,7 @@ _OPTIONS = {
     "body_timeout": "--body-timeout",
     "idle_timeout": "--idle-timeout",
     "send_timeout": "--send-timeout",
+    "keepalive_interval": "--keepalive-interval",
 }
 """ServerLimits fields -> the options that set them."""
 
@@ -115,6 +124,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
             body_timeout=args.body_timeout,
             idle_timeout=args.idle_timeout,
             send_timeout=args.send_timeout,
+            keepalive_interval=args.keepalive_interval,
         )
     except ServerLimitsError as exc:
         print(f"rxstream serve: {_OPTIONS.get(exc.field, exc.field)} {exc.reason}", file=sys.stderr)

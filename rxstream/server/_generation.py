@@ -11,6 +11,7 @@ from reactivex import operators as ops
 
 from .._finish import Finish, FinishOnce, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
+from .._piece import Piece
 from .._sampling_params import SamplingParams
 from ..aio import to_async_iterable
 from ._channels import ChatPlan, channel_stream
@@ -33,16 +34,20 @@ def _generated_ids(
     request: GenerationRequest,
     *,
     on_finish: Callable[[Finish], None] | None,
-    on_token: Callable[[int], None] | None,
+    on_token: Callable[[Any], None] | None,
     scheduler: abc.SchedulerBase | None,
     until: reactivex.Observable[Any] | None,
-) -> reactivex.Observable[int]:
-    """The model's ids for one request (see :func:`build_text_stream` for the arguments)."""
-    ids: reactivex.Observable[int] = model.generate(
+    choice: int = 0,
+) -> reactivex.Observable[Any]:
+    """The model's ids for one request (see :func:`build_text_stream` for the arguments); pieces
+    with log-probabilities when the request asks for them."""
+    extra: dict[str, Any] = {} if request.logprobs is None else {"logprobs": request.logprobs}
+    ids: reactivex.Observable[Any] = model.generate(
         list(prompt_ids),
-        params=request.sampling_params(model_defaults(model)),
+        params=request.sampling_params(model_defaults(model), choice),
         on_finish=on_finish,
         scheduler=scheduler,
+        **extra,
     )
     if until is not None:
 
@@ -62,33 +67,48 @@ def build_text_stream(
     request: GenerationRequest,
     *,
     on_finish: Callable[[Finish], None] | None = None,
-    on_token: Callable[[int], None] | None = None,
+    on_token: Callable[[Any], None] | None = None,
     scheduler: abc.SchedulerBase | None = None,
     until: reactivex.Observable[Any] | None = None,
-) -> reactivex.Observable[str]:
+    choice: int = 0,
+) -> reactivex.Observable[Any]:
     """The text of one request: the model's ids through :func:`~rxstream.operators.text_pipeline`
     (``detokenize -> stop -> replace``, the order ``rxstream chat`` uses too).
 
+    Items are text deltas (``str``); when the request asks for log-probabilities, the model is
+    asked for them (``generate(..., logprobs=k)``) and the items are aligned
+    :class:`~rxstream.Piece` values carrying the tokens whose text they complete, with their
+    log-probabilities (SEMANTICS §5: tokens whose text a stop cuts, even in part, are in no piece).
+
     ``on_finish`` receives the reports of the model and of the pipeline (pass a
     :class:`~rxstream.FinishRecorder` to learn why the request ended: the first report is the
-    cause); ``on_token`` sees each generated id (on the model's worker thread). ``scheduler`` runs
-    the generation loop (default: the model's own pool). ``until`` ends the generation early when
-    it emits (server shutdown): the ids stop there and the text completes normally, so the
-    response ends cleanly.
+    cause); ``on_token`` sees each item the model emits (an id, or a piece with logprobs; on the
+    model's worker thread). ``scheduler`` runs the generation loop (default: the model's own
+    pool). ``until`` ends the generation early when it emits (server shutdown): the ids stop there
+    and the text completes normally, so the response ends cleanly. ``choice``: the index of this
+    generation among the request's ``n`` (it samples with ``seed + choice``).
     """
     from rxstream.operators import text_pipeline
 
     ids = _generated_ids(
-        model, prompt_ids, request, on_finish=on_finish, on_token=on_token, scheduler=scheduler, until=until
+        model,
+        prompt_ids,
+        request,
+        on_finish=on_finish,
+        on_token=on_token,
+        scheduler=scheduler,
+        until=until,
+        choice=choice,
     )
     pipeline = text_pipeline(
         model.tokenizer,
         prompt_ids=list(prompt_ids),
         stop=request.stop,
         replace=request.replace,
+        aligned=request.logprobs is not None,
         on_finish=on_finish,
     )
-    text: reactivex.Observable[str] = ids.pipe(pipeline)
+    text: reactivex.Observable[Any] = ids.pipe(pipeline)
     return text
 
 
@@ -99,15 +119,24 @@ def build_chat_stream(
     plan: ChatPlan,
     *,
     on_finish: Callable[[Finish], None] | None = None,
-    on_token: Callable[[int], None] | None = None,
+    on_token: Callable[[Any], None] | None = None,
     scheduler: abc.SchedulerBase | None = None,
     until: reactivex.Observable[Any] | None = None,
+    choice: int = 0,
 ) -> reactivex.Observable[Any]:
     """A chat request's items routed by ``plan`` (:func:`~._channels.channel_stream`): answer and
     reasoning :class:`~._channels.TextDelta` items and tool-call events; the request's ``stop``
-    and ``replace`` apply to the answer only. Arguments as for :func:`build_text_stream`."""
+    and ``replace`` apply to the answer only. Arguments as for :func:`build_text_stream`
+    (log-probabilities are not available on a routed chat)."""
     ids = _generated_ids(
-        model, prompt_ids, request, on_finish=on_finish, on_token=on_token, scheduler=scheduler, until=until
+        model,
+        prompt_ids,
+        request,
+        on_finish=on_finish,
+        on_token=on_token,
+        scheduler=scheduler,
+        until=until,
+        choice=choice,
     )
     return channel_stream(
         ids,
@@ -133,18 +162,21 @@ class Generation:
         request: GenerationRequest,
         prompt_ids: Sequence[int],
         plan: ChatPlan | None = None,
+        choice: int = 0,
     ) -> None:
         self.state = state
         self.request = request
         self.prompt_ids = prompt_ids
         self.plan = plan if plan is not None else ChatPlan(None)
+        self.choice = choice
+        """The index of this generation among the request's ``n`` choices."""
         self.recorder = FinishRecorder()
         self.tokens = 0
         self.error: Exception | None = None
         self._count_end = FinishOnce(lambda f: state.stats.generation_ended(f.reason, self.tokens))
 
-    def _on_token(self, _id: int) -> None:
-        self.tokens += 1
+    def _on_token(self, item: Any) -> None:
+        self.tokens += len(item.ids) if isinstance(item, Piece) else 1
 
     def _end(self) -> None:
         """Count the generation's end in the server's stats (once)."""
@@ -162,8 +194,9 @@ class Generation:
         return self.plan.spec is not None
 
     async def items(self) -> AsyncGenerator[Any, None]:
-        """The text deltas (``str``), or with a routed plan the channel items; waits for a
-        generation slot first; disposal on exit of any kind."""
+        """The text deltas (``str``; aligned :class:`~rxstream.Piece` values when the request asks
+        for log-probabilities), or with a routed plan the channel items; waits for a generation
+        slot first; disposal on exit of any kind."""
         stats = self.state.stats
         slots = self.state.slots()
         stats.queued(+1)
@@ -180,6 +213,7 @@ class Generation:
                     "on_token": self._on_token,
                     "scheduler": self.state.scheduler,
                     "until": self.state.shutdown,
+                    "choice": self.choice,
                 }
                 source: reactivex.Observable[Any] = (
                     build_chat_stream(self.state.model, self.prompt_ids, self.request, self.plan, **common)
@@ -188,7 +222,9 @@ class Generation:
                 )
                 # back-pressure: a client that reads slowly pauses its generation instead of
                 # letting text pile up in memory
-                ait = to_async_iterable(source, maxsize=_QUEUED_DELTAS)
+                # pieces are not joined: each token's text_offset is decided within its own piece
+                coalesce = self.request.logprobs is None
+                ait = to_async_iterable(source, maxsize=_QUEUED_DELTAS, coalesce=coalesce)
                 async for delta in ait:
                     yield delta
             except Exception as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.resources
 import time
 import uuid
@@ -9,11 +10,13 @@ import uuid
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from .._generative_model import supports_logprobs
 from ._body import read_json
 from ._errors import RequestError
 from ._generation import Generation, model_defaults
+from ._logprobs import TokenNames
 from ._prompt import fit_budget, prompt_ids
-from ._requests import validate_request
+from ._requests import GenerationRequest, validate_request
 from ._responses import collect, completion_body, stream_events
 from ._sse import EventStreamResponse, until_disconnect
 from ._state import ServerState
@@ -29,6 +32,23 @@ class Handlers:
         static = importlib.resources.files("rxstream.server").joinpath("static")
         self.page = static.joinpath("chat.html").read_text(encoding="utf-8")
         self.icon = static.joinpath("favicon.svg").read_bytes()
+        self.logprobs = supports_logprobs(state.model)
+        self._names: TokenNames | None = None
+
+    async def _token_names(self, req: GenerationRequest) -> TokenNames | None:
+        """The token names for log-probabilities (built on first use, off the event loop: it reads
+        the whole vocabulary), or None when not asked."""
+        if req.logprobs is None:
+            return None
+        if not self.logprobs:
+            raise RequestError(
+                "log-probabilities are not available: the served model's generate() takes no "
+                "'logprobs' (see rxstream.GenerativeModel)",
+                param="logprobs",
+            )
+        if self._names is None:
+            self._names = await asyncio.to_thread(TokenNames, self.state.model.tokenizer)
+        return self._names
 
     async def completions(self, request: Request) -> Response:
         return await self._generate(request, chat=False)
@@ -43,7 +63,14 @@ class Handlers:
             body = await read_json(request, limits)
             req = validate_request(body, chat=chat, limits=limits)
             self._check_model(body)
+            names = await self._token_names(req)
             ids, plan = await prompt_ids(state, req)
+            if names is not None and plan is not None and plan.spec is not None:
+                raise RequestError(
+                    "log-probabilities are not available on a chat routed into reasoning or tool calls "
+                    f"(the {plan.spec.name!r} format); serve with --reasoning-format none for them",
+                    param="logprobs",
+                )
             req = fit_budget(state, req, len(ids))
             if stats.waiting >= limits.max_queued and stats.active >= limits.max_concurrency:
                 raise RequestError("the server is busy; try again later", status=503, kind="server_busy")
@@ -51,18 +78,21 @@ class Handlers:
             return err.response()
         except ClientDisconnect:  # gone while sending the body: nobody to answer
             return Response(status_code=499)
-        gen = Generation(state, req, ids, plan)
+        gens = [Generation(state, req, ids, plan, choice=i) for i in range(req.n)]
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         created = int(time.time())
         if req.stream:
-            return EventStreamResponse(stream_events(gen, rid, created, state.model_name))
-        disconnected, result = await until_disconnect(request.receive, collect(gen))
+            events = stream_events(
+                gens, rid, created, state.model_name, names=names, keepalive=limits.keepalive_interval
+            )
+            return EventStreamResponse(events)
+        disconnected, result = await until_disconnect(request.receive, collect(gens, names))
         if disconnected:
             return Response(status_code=499)
-        error, output = result
+        error, results = result
         if error is not None:
             return RequestError(f"generation failed: {error}", status=500, kind="server_error").response()
-        return JSONResponse(completion_body(gen, output, rid, created, state.model_name))
+        return JSONResponse(completion_body(results, rid, created, state.model_name, names))
 
     def _check_model(self, body: dict[str, object]) -> None:
         """A request may name the served model, or no model; any other name is OpenAI's 404."""

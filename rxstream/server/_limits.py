@@ -39,6 +39,9 @@ class ServerLimits:
             one rule may hold back, in characters.
         max_messages: most chat messages.
         max_tools: most ``tools`` in a chat request (OpenAI allows 128).
+        max_n: the largest ``n`` (choices per request; each is a generation of its own).
+        max_logprobs: the most alternatives per token (``top_logprobs`` for chat, ``logprobs``
+            for completions); at most 20, the most the ONNX backend reports.
         max_concurrency: generations running at once.
         max_queued: requests waiting for a generation slot; beyond that: 503.
         max_connections: open connections (idle ones included); beyond that uvicorn answers 503.
@@ -48,6 +51,9 @@ class ServerLimits:
         idle_timeout: seconds a keep-alive connection may wait for its next request.
         send_timeout: seconds a client may read nothing while a response waits to be sent; then
             the connection is closed and its generation cancelled.
+        keepalive_interval: seconds a stream may stay silent (its request waiting for a
+            generation slot, the prompt being read, a slow token) before a ``: keep-alive``
+            comment is sent, so that proxies do not close an idle stream.
     """
 
     max_body_bytes: int = 1_000_000
@@ -64,6 +70,8 @@ class ServerLimits:
     max_regex_hold: int = 256
     max_messages: int = 256
     max_tools: int = 128
+    max_n: int = 8
+    max_logprobs: int = 20
     max_concurrency: int = 4
     max_queued: int = 256
     max_connections: int = 1024
@@ -71,11 +79,12 @@ class ServerLimits:
     body_timeout: float = 30.0
     idle_timeout: float = 5.0
     send_timeout: float = 60.0
+    keepalive_interval: float = 15.0
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            if name.endswith("_timeout"):
+            if name.endswith(("_timeout", "_interval")):
                 if (
                     isinstance(value, bool)
                     or not isinstance(value, int | float)
@@ -90,3 +99,5 @@ class ServerLimits:
             ):
                 least = "an int >= 0" if name == "max_queued" else "a positive int"
                 raise ServerLimitsError(name, f"must be {least}, got {value!r}")
+        if self.max_logprobs > 20:
+            raise ServerLimitsError("max_logprobs", f"must be at most 20, got {self.max_logprobs}")

@@ -63,6 +63,9 @@ class GenerationRequest:
         tools: the chat request's function tools (OpenAI objects, checked).
         tool_choice: what the request asks of tool use (``none`` without tools).
         parallel_tool_calls: False: at most one tool call (the generation ends after it).
+        n: how many choices (each a generation of its own; choice ``i`` samples with ``seed + i``).
+        logprobs: None for no log-probabilities, else how many alternatives per token (chat:
+            ``top_logprobs`` when ``logprobs`` is true; completions: ``logprobs``).
     """
 
     chat: bool
@@ -79,15 +82,21 @@ class GenerationRequest:
     tools: tuple[dict[str, Any], ...] = ()
     tool_choice: ToolChoice = _NO_TOOLS
     parallel_tool_calls: bool = True
+    n: int = 1
+    logprobs: int | None = None
 
-    def sampling_params(self, defaults: SamplingParams) -> SamplingParams:
-        """The request's sampling over the served model's ``defaults``, with its budget.
+    def sampling_params(self, defaults: SamplingParams, choice: int = 0) -> SamplingParams:
+        """The request's sampling over the served model's ``defaults``, with its budget; choice
+        ``i`` of ``n`` samples with ``seed + i`` (as vLLM does), so the choices differ.
 
         Raises:
             RequestError: a combination the model cannot use, naming the field.
         """
+        sampling = dict(self.sampling)
+        if choice and sampling.get("seed") is not None:
+            sampling["seed"] = (sampling["seed"] + choice) % 2**63
         try:
-            return defaults.replace(**self.sampling, max_new_tokens=self.max_tokens)
+            return defaults.replace(**sampling, max_new_tokens=self.max_tokens)
         except SamplingParamsError as exc:
             raise RequestError(f"'{exc.field}' {exc.reason}", param=exc.field) from None
 
@@ -172,13 +181,21 @@ _COMMON = frozenset(
 """Fields both endpoints implement (``user`` is accepted as the end-user id it is, and unused)."""
 
 _FIELDS = {
-    True: _COMMON | {"messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls"},
-    False: _COMMON | {"prompt"},
+    True: _COMMON
+    | {
+        "messages",
+        "max_completion_tokens",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "logprobs",
+        "top_logprobs",
+    },
+    False: _COMMON | {"prompt", "logprobs", "best_of"},
 }
 """Implemented fields of chat (True) and completions (False) requests."""
 
 _NOOP_VALUES: dict[str, tuple[Any, ...]] = {
-    "logprobs": (None, False, 0),
     "top_logprobs": (None, 0),
     "echo": (None, False),
     "best_of": (None, 1),
@@ -223,9 +240,42 @@ def _parse_fields(body: Mapping[str, Any], chat: bool) -> None:
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise RequestError(f"'model' must be a string, got {model!r}", param="model")
-    n = _int(body, "n", 1, 1, 2**31)
-    if n != 1:
-        raise RequestError(f"'n' must be 1: this server returns one choice per request, got {n}", param="n")
+
+
+def _parse_n(body: Mapping[str, Any], chat: bool, limits: ServerLimits) -> int:
+    """``n`` (and ``best_of``, which may only repeat it: choosing the best of more is not done)."""
+    n = _int(body, "n", 1, 1, limits.max_n)
+    assert n is not None
+    if not chat:
+        best_of = body.get("best_of")
+        if best_of is not None and (isinstance(best_of, bool) or best_of != n):
+            raise RequestError(
+                f"'best_of' is not supported (only best_of equal to n, {n}); got {best_of!r}"[:300],
+                param="best_of",
+            )
+    return n
+
+
+def _parse_logprobs(body: Mapping[str, Any], chat: bool, limits: ServerLimits) -> int | None:
+    """How many alternatives per token, or None for no log-probabilities.
+
+    Chat: ``logprobs`` (bool) and ``top_logprobs`` (0 to the limit; only with ``logprobs``).
+    Completions: ``logprobs`` (an int, 0 to the limit).
+    """
+    top = limits.max_logprobs
+    raw = body.get("logprobs")
+    if chat:
+        if raw is not None and not isinstance(raw, bool):
+            raise RequestError(f"'logprobs' must be a boolean, got {raw!r}"[:300], param="logprobs")
+        k = _int(body, "top_logprobs", None, 0, top)
+        if not raw:
+            if k:
+                raise RequestError("'top_logprobs' needs 'logprobs': true", param="top_logprobs")
+            return None
+        return k or 0
+    if raw is None or raw is False:
+        return None
+    return _int(body, "logprobs", None, 0, top)
 
 
 def _parse_stream_options(body: Mapping[str, Any]) -> bool:
@@ -549,6 +599,8 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
     else:
         prompt, prompt_ids = _parse_prompt(body, limits)
     max_tokens, given = _parse_budget(body, chat, limits)
+    n = _parse_n(body, chat, limits)
+    logprobs = _parse_logprobs(body, chat, limits)
     replace, regex_stops = _parse_extension(body, limits)
     stop, replace_compiled = _compile_rules(_parse_stop(body, limits), replace, regex_stops)
     return GenerationRequest(
@@ -566,4 +618,6 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         tools=tools,
         tool_choice=choice,
         parallel_tool_calls=parallel,
+        n=n,
+        logprobs=logprobs,
     )

@@ -1,20 +1,27 @@
-"""The OpenAI response shapes: chunks, usage, finish reasons; a request's whole text or its
-stream of server-sent events."""
+"""The OpenAI response shapes: chunks, usage, finish reasons, log-probabilities; a request's
+choices as one body or as a stream of server-sent events (choices interleaved, keep-alive
+comments while it is silent)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from .._finish import Finish, FinishReason
+from .._piece import Piece
 from ..text import RegexStop
 from ._channels import TextDelta
 from ._generation import Generation
+from ._logprobs import ChatLogprobs, CompletionLogprobs, TokenNames
 from ._sse import sse
 
 __all__ = [
+    "KEEPALIVE",
     "ChatOutput",
+    "ChoiceResult",
     "chat_finish",
     "chunk_base",
     "collect",
@@ -24,6 +31,9 @@ __all__ = [
     "stream_events",
     "usage",
 ]
+
+KEEPALIVE = b": keep-alive\n\n"
+"""A server-sent-events comment: clients ignore it, proxies see the stream is alive."""
 
 
 def finish_fields(finish: Finish | None) -> tuple[str | None, str | int | None]:
@@ -151,45 +161,155 @@ def chat_finish(gen: Generation, output: ChatOutput | None) -> tuple[str | None,
     return reason, stop_reason
 
 
-async def collect(gen: Generation) -> tuple[Exception | None, str | ChatOutput]:
-    """The whole output of a generation (text, or a routed chat's :class:`ChatOutput`), or the
-    exception that ended it."""
-    parts: list[str] = []
-    output = ChatOutput(gen.plan.has_reasoning) if gen.routed else None
+# ------------------------------------------------------------------------------ log-probabilities
+class _Logprobs:
+    """One choice's log-probabilities in its endpoint's shape (chat or completions)."""
+
+    def __init__(self, names: TokenNames, chat: bool) -> None:
+        self.chat = chat
+        self.chat_lp = ChatLogprobs(names)
+        self.completion_lp = CompletionLogprobs(names)
+
+    def of(self, piece: Piece) -> dict[str, Any]:
+        """The ``logprobs`` object for the tokens of one piece (a chunk's share)."""
+        if self.chat:
+            return {"content": self.chat_lp.entries(piece), "refusal": None}
+        return self.completion_lp.entries(piece)
+
+    def join(self, parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The ``logprobs`` object of a whole choice, from its chunks' shares."""
+        if self.chat:
+            return {"content": [e for p in parts for e in p["content"]], "refusal": None}
+        return CompletionLogprobs.join(parts)
+
+
+def _logprobs_of(gen: Generation, names: TokenNames | None) -> _Logprobs | None:
+    if gen.request.logprobs is None or names is None:
+        return None
+    return _Logprobs(names, gen.request.chat)
+
+
+# ------------------------------------------------------------------------------ several choices
+_Event = tuple[Literal["item", "end", "error", "keepalive"], int, Any]
+
+
+async def _merged(gens: Sequence[Generation], keepalive: float | None) -> AsyncGenerator[_Event, None]:
+    """The items of every choice as they come, interleaved: ``("item", i, str | Piece)``, then
+    ``("end", i, None)`` or ``("error", i, exc)`` per choice; ``("keepalive", -1, None)`` after
+    ``keepalive`` seconds without one. Closing it (or a failure here) cancels every choice, which
+    disposes its generation."""
+    queue: asyncio.Queue[_Event] = asyncio.Queue(maxsize=2 * len(gens))
+
+    async def pump(i: int, gen: Generation) -> None:
+        try:
+            # closed explicitly (not left to the garbage collector) when the task ends or is cancelled
+            async with contextlib.aclosing(gen.items()) as items:
+                async for item in items:
+                    await queue.put(("item", i, item))
+        except Exception as exc:
+            await queue.put(("error", i, exc))
+            return
+        await queue.put(("end", i, None))
+
+    tasks = [asyncio.ensure_future(pump(i, g)) for i, g in enumerate(gens)]
+    getter: asyncio.Future[_Event] | None = None
     try:
-        async with contextlib.aclosing(gen.items()) as items:
-            async for item in items:
-                if output is not None:
-                    output.add(item)
-                else:
-                    parts.append(item)
+        running = len(gens)
+        while running:
+            if getter is None and not queue.empty():
+                event = queue.get_nowait()
+            elif keepalive is None:
+                event = await queue.get()
+            else:
+                # not asyncio.wait_for: on Python 3.11 it can swallow a cancellation that comes
+                # as the item arrives (the response would then never stop)
+                if getter is None:
+                    getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait((getter,), timeout=keepalive)
+                if not done:
+                    yield ("keepalive", -1, None)
+                    continue
+                event, getter = getter.result(), None
+            if event[0] != "item":
+                running -= 1
+            yield event
+    finally:
+        if getter is not None:
+            getter.cancel()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@dataclass
+class ChoiceResult:
+    """What one choice of a non-streamed request produced: its text (or a routed chat's
+    :class:`ChatOutput`) and its share of log-probabilities per item."""
+
+    gen: Generation
+    output: ChatOutput | None = None
+    parts: list[str] = field(default_factory=list)
+    logprobs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+async def collect(
+    gens: Sequence[Generation], names: TokenNames | None = None
+) -> tuple[Exception | None, list[ChoiceResult]]:
+    """Every choice's whole output (text or :class:`ChatOutput`, and log-probabilities), or the
+    first exception that ended one (the others are then cancelled)."""
+    results = [ChoiceResult(g, ChatOutput(g.plan.has_reasoning) if g.routed else None) for g in gens]
+    shapes = [_logprobs_of(g, names) for g in gens]
+    try:
+        async with contextlib.aclosing(_merged(gens, None)) as events:
+            async for kind, i, value in events:
+                if kind == "error":
+                    return value, []
+                if kind != "item":
+                    continue
+                result = results[i]
+                if result.output is not None:
+                    result.output.add(value)
+                    continue
+                result.parts.append(value.text if isinstance(value, Piece) else value)
+                shape = shapes[i]
+                if shape is not None and isinstance(value, Piece):
+                    result.logprobs.append(shape.of(value))
     except Exception as exc:
-        return exc, ""
-    return None, output if output is not None else "".join(parts)
+        return exc, []
+    return None, results
 
 
 def completion_body(
-    gen: Generation, output: str | ChatOutput, rid: str, created: int, model_name: str
+    results: Sequence[ChoiceResult], rid: str, created: int, model_name: str, names: TokenNames | None = None
 ) -> dict[str, Any]:
-    """The non-streaming response body (``chat.completion`` or ``text_completion``)."""
-    chat_output = output if isinstance(output, ChatOutput) else None
-    reason, stop_reason = chat_finish(gen, chat_output)
-    choice: dict[str, Any]
-    if chat_output is not None:
-        choice = {"index": 0, "message": chat_output.message()}
-        kind = "chat.completion"
-        extension = chat_output.extension()
-        if extension is not None:
-            choice["rxstream"] = extension
-    elif gen.request.chat:
-        choice = {"index": 0, "message": {"role": "assistant", "content": output}}
-        kind = "chat.completion"
-    else:
-        choice = {"index": 0, "text": output}
-        kind = "text_completion"
-    choice.update({"logprobs": None, "finish_reason": reason, "stop_reason": stop_reason})
-    body = {**chunk_base(kind, rid, created, model_name), "choices": [choice]}
-    body["usage"] = usage(len(gen.prompt_ids), gen.tokens)
+    """The non-streaming response body (``chat.completion`` or ``text_completion``), one choice
+    per result."""
+    chat = results[0].gen.request.chat
+    choices = []
+    for i, result in enumerate(results):
+        gen, output = result.gen, result.output
+        reason, stop_reason = chat_finish(gen, output)
+        choice: dict[str, Any]
+        if output is not None:
+            choice = {"index": i, "message": output.message()}
+            extension = output.extension()
+            if extension is not None:
+                choice["rxstream"] = extension
+        elif chat:
+            choice = {"index": i, "message": {"role": "assistant", "content": result.text}}
+        else:
+            choice = {"index": i, "text": result.text}
+        shape = _logprobs_of(gen, names)
+        logprobs = None if shape is None else shape.join(result.logprobs)
+        choice.update({"logprobs": logprobs, "finish_reason": reason, "stop_reason": stop_reason})
+        choices.append(choice)
+    kind = "chat.completion" if chat else "text_completion"
+    body = {**chunk_base(kind, rid, created, model_name), "choices": choices}
+    body["usage"] = usage(len(results[0].gen.prompt_ids), sum(r.gen.tokens for r in results))
     return body
 
 
@@ -204,6 +324,7 @@ class _Chunks:
 
     def __call__(
         self,
+        index: int,
         text: str | None,
         reason: str | None = None,
         stop_reason: Any = None,
@@ -211,8 +332,9 @@ class _Chunks:
         *,
         delta: dict[str, Any] | None = None,
         extension: dict[str, Any] | None = None,
+        logprobs: dict[str, Any] | None = None,
     ) -> bytes:
-        choice: dict[str, Any] = {"index": 0}
+        choice: dict[str, Any] = {"index": index}
         if self.chat:
             out: dict[str, Any] = {"role": "assistant"} if first else {}
             if text is not None:
@@ -222,7 +344,7 @@ class _Chunks:
             choice["delta"] = out
         else:
             choice["text"] = text or ""
-        choice.update({"logprobs": None, "finish_reason": reason})
+        choice.update({"logprobs": logprobs, "finish_reason": reason})
         if reason is not None:
             choice["stop_reason"] = stop_reason
         if extension is not None:
@@ -232,27 +354,54 @@ class _Chunks:
         return sse({**self.base, "choices": [choice]})
 
 
-async def stream_events(gen: Generation, rid: str, created: int, model_name: str) -> AsyncIterator[bytes]:
-    """A generation as server-sent events, ending with ``data: [DONE]``."""
-    chunk = _Chunks(gen, rid, created, model_name)
-    output = ChatOutput(gen.plan.has_reasoning) if gen.routed else None
+async def stream_events(
+    gens: Sequence[Generation],
+    rid: str,
+    created: int,
+    model_name: str,
+    *,
+    names: TokenNames | None = None,
+    keepalive: float | None = None,
+) -> AsyncIterator[bytes]:
+    """A request's choices as server-sent events, ending with ``data: [DONE]``.
+
+    Each chunk carries one choice (its ``index``), in the order the text comes, as OpenAI
+    streams ``n > 1``; each choice ends with its own chunk with its ``finish_reason``. A
+    ``: keep-alive`` comment goes out after ``keepalive`` seconds of silence.
+    """
+    chunk = _Chunks(gens[0], rid, created, model_name)
+    shapes = [_logprobs_of(g, names) for g in gens]
+    outputs = [ChatOutput(g.plan.has_reasoning) if g.routed else None for g in gens]
     if chunk.chat:
-        yield chunk("", first=True)
+        for i in range(len(gens)):
+            yield chunk(i, "", first=True)
     try:
         # closed explicitly (not left to the garbage collector) when this generator is closed
-        async with contextlib.aclosing(gen.items()) as items:
-            async for item in items:
-                if output is None:
-                    yield chunk(item)
-                    continue
-                delta, extension = output.add(item)
-                if delta is not None or extension is not None:
-                    yield chunk(None, delta=delta or {}, extension=extension)
+        async with contextlib.aclosing(_merged(gens, keepalive)) as events:
+            async for kind, i, value in events:
+                if kind == "keepalive":
+                    yield KEEPALIVE
+                elif kind == "item":
+                    output = outputs[i]
+                    if output is not None:
+                        delta, extension = output.add(value)
+                        if delta is not None or extension is not None:
+                            yield chunk(i, None, delta=delta or {}, extension=extension)
+                    elif isinstance(value, Piece):
+                        shape = shapes[i]
+                        logprobs = shape.of(value) if shape is not None else None
+                        yield chunk(i, value.text, logprobs=logprobs)
+                    else:
+                        yield chunk(i, value)
+                elif kind == "end":
+                    reason, stop_reason = chat_finish(gens[i], outputs[i])
+                    yield chunk(i, None if chunk.chat else "", reason, stop_reason)
+                else:
+                    raise value
     except Exception as exc:
         yield sse(error_event(exc))
         return
-    reason, stop_reason = chat_finish(gen, output)
-    yield chunk(None if chunk.chat else "", reason, stop_reason)
     if chunk.include_usage:
-        yield sse({**chunk.base, "choices": [], "usage": usage(len(gen.prompt_ids), gen.tokens)})
+        total = usage(len(gens[0].prompt_ids), sum(g.tokens for g in gens))
+        yield sse({**chunk.base, "choices": [], "usage": total})
     yield sse("[DONE]")

@@ -124,23 +124,27 @@ class _View:
     rebuild: Callable[[tuple[Any, ...]], Any]
 
 
+TOKEN_FIELDS = ("ids", "logprobs", "top_logprobs", "tokens")
+"""The per-token fields :class:`MergeText` joins with the text by default."""
+
+
 class MergeText:
     """The default ``normalize``: joins adjacent text events of the same kind and drops empty ones.
 
     Text events are ``str`` and ``bytes`` (one kind each); a ``(kind, text)`` pair; and a record
     -- a mapping, a dataclass (:class:`rxstream.Piece`) or a named tuple
     (:class:`rxstream.channels.Segment`) -- whose ``text_key`` holds a ``str``/``bytes``: its
-    kind is its type and every other item, except the ``join`` ones (token ``ids`` and
-    ``logprobs``), which are joined with the text. So ``{"type": "chunk", "field": "thinking",
-    "text": ...}`` merges with the next chunk of the same field. Every other event is kept as it
-    is and separates the text around it.
+    kind is its type and every other item, except the ``join`` ones (token ``ids``,
+    ``logprobs``, ``top_logprobs``, ``tokens``), which are joined with the text. So ``{"type":
+    "chunk", "field": "thinking", "text": ...}`` merges with the next chunk of the same field.
+    Every other event is kept as it is and separates the text around it.
 
     >>> merge_text()(["a", "b", ("think", "c"), ("think", "d"), "", {"type": "close"}, "e"])
     ['ab', ('think', 'cd'), {'type': 'close'}, 'e']
     """
 
     def __init__(
-        self, text_key: str = "text", *, join: Iterable[str] = ("ids", "logprobs"), drop_empty: bool = True
+        self, text_key: str = "text", *, join: Iterable[str] = TOKEN_FIELDS, drop_empty: bool = True
     ) -> None:
         self.text_key = text_key
         self.join = tuple(join)
@@ -258,7 +262,7 @@ def _join(parts: list[Any]) -> Any:
 
 
 def merge_text(
-    text_key: str = "text", *, join: Iterable[str] = ("ids", "logprobs"), drop_empty: bool = True
+    text_key: str = "text", *, join: Iterable[str] = TOKEN_FIELDS, drop_empty: bool = True
 ) -> MergeText:
     """A ``normalize`` that joins adjacent text events of the same kind (see :class:`MergeText`):
     ``text_key`` is the key or field that holds a record's text, ``join`` those joined with it

@@ -232,6 +232,7 @@ def test_sigterm_stops_the_server_quietly(tiny_dir: Path) -> None:
         (["--port", "x"], 2, "--port: not a port number"),
         (["--max-concurrency", "0"], 2, "--max-concurrency must be a positive int"),
         (["--header-timeout", "-1"], 2, "--header-timeout must be a positive number of seconds"),
+        (["--keepalive-interval", "0"], 2, "--keepalive-interval must be a positive number of seconds"),
         (["--allowed-hosts", "a.org:80"], 1, "--allowed-hosts"),
         (["--provider", "tpu"], 2, "--provider: invalid choice"),
     ],

@@ -385,9 +385,20 @@ BAD_REQUESTS: list[tuple[str, Any, str | None]] = [
     ("completions", {"prompt": "hi", "temperature": 3}, "temperature"),
     ("completions", {"prompt": "hi", "temperature": "hot"}, "temperature"),
     ("completions", {"prompt": "hi", "top_p": 0}, "top_p"),
-    ("completions", {"prompt": "hi", "n": 2}, "n"),
+    ("completions", {"prompt": "hi", "n": 9}, "n"),  # above ServerLimits.max_n
+    ("completions", {"prompt": "hi", "n": 0}, "n"),
     ("completions", {"prompt": "hi", "stream": "yes"}, "stream"),
-    ("completions", {"prompt": "hi", "logprobs": 2}, "logprobs"),
+    ("completions", {"prompt": "hi", "logprobs": 21}, "logprobs"),
+    ("completions", {"prompt": "hi", "logprobs": True}, "logprobs"),
+    ("completions", {"prompt": "hi", "logprobs": -1}, "logprobs"),
+    ("completions", {"prompt": "hi", "top_logprobs": 2}, "top_logprobs"),  # chat's field
+    ("chat/completions", {"messages": [{"role": "user", "content": "x"}], "logprobs": 2}, "logprobs"),
+    ("chat/completions", {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}, "top_logprobs"),
+    (
+        "chat/completions",
+        {"messages": [{"role": "user", "content": "x"}], "logprobs": True, "top_logprobs": 21},
+        "top_logprobs",
+    ),
     ("completions", {"prompt": "hi", "seed": -1}, "seed"),
     ("completions", {"prompt": "hi", "rxstream": {"replace": {"": "x"}}}, "rxstream.replace"),
     ("completions", {"prompt": "hi", "rxstream": {"replace": [["a"]]}}, "rxstream.replace"),
@@ -446,6 +457,7 @@ BAD_REQUESTS: list[tuple[str, Any, str | None]] = [
     ("completions", {"prompt": "hi", "logit_bias": {"5": 10}}, "logit_bias"),
     ("completions", {"prompt": "hi", "echo": True}, "echo"),
     ("completions", {"prompt": "hi", "best_of": 3}, "best_of"),
+    ("completions", {"prompt": "hi", "n": 2, "best_of": 3}, "best_of"),
     ("completions", {"prompt": "hi", "n": True}, "n"),
     ("completions", {"prompt": "hi", "temprature": 0.5}, "temprature"),
     ("completions", {"prompt": "hi", "messages": []}, "messages"),
@@ -490,10 +502,12 @@ def test_fields_that_ask_for_nothing_are_accepted(server: tuple[str, Any]) -> No
     assert r.status_code == 200, r.text
 
 
-def test_n_above_one_says_why(server: tuple[str, Any]) -> None:
+def test_best_of_says_why(server: tuple[str, Any]) -> None:
     url, _app = server
-    r = httpx.post(f"{url}/v1/completions", json={"prompt": "hi", "n": 3})
-    assert r.status_code == 400 and "one choice per request" in r.json()["error"]["message"]
+    r = httpx.post(f"{url}/v1/completions", json={"prompt": "hi", "n": 2, "best_of": 4})
+    assert r.status_code == 400 and "best_of" in r.json()["error"]["message"]
+    r = httpx.post(f"{url}/v1/completions", json={"prompt": "hi", "n": 2, "best_of": 2, "max_tokens": 2})
+    assert r.status_code == 200 and len(r.json()["choices"]) == 2
 
 
 def test_unknown_model_is_404_model_not_found(server: tuple[str, Any]) -> None:
