@@ -25,6 +25,7 @@ from ._graph import BlockQuant, DecoderWeights
 from ._tokenizer import byte_level_bpe
 
 __all__ = [
+    "BLOCK_TYPES",
     "GgufModel",
     "block_quant",
     "can_dequantize",
@@ -79,18 +80,104 @@ def dequantize_tensor(tensor: ReaderTensor) -> F32:
 
 
 def _fp16(raw: npt.NDArray[np.uint8]) -> F32:
+    """Little-endian float16 values (the last axis: 2 bytes) as float32."""
     return np.ascontiguousarray(raw).view(np.float16)[..., 0].astype(np.float32)
 
 
-def block_quant(tensor: ReaderTensor) -> BlockQuant | None:
-    """The blocks of a Q4_0, Q4_1 or Q8_0 matrix as :class:`BlockQuant`, else None.
+def _nibbles(raw: npt.NDArray[np.uint8], runs: int) -> npt.NDArray[np.uint8]:
+    """Low then high nibbles of ``runs`` runs of bytes: ``[..., runs * len]`` -> ``[..., 2 * runs, len]``."""
+    r = raw.reshape(*raw.shape[:-1], runs, 1, raw.shape[-1] // runs)
+    both = np.concatenate([r & np.uint8(15), r >> np.uint8(4)], axis=-2)
+    return both.reshape(*raw.shape[:-1], 2 * runs, raw.shape[-1] // runs)
 
-    Other types have no exact ``MatMulNBits`` form here. (The K-quants Q4_K and Q6_K would have one:
-    per sub-block of 32, ``d * scale`` and ``dmin * min`` are exact float32 products, so Q4_K is a
-    4-bit block with mins and Q6_K an 8-bit block with zero point 32; not done yet.)
+
+def _crumbs(raw: npt.NDArray[np.uint8], runs: int, width: int) -> npt.NDArray[np.uint8]:
+    """Fields of ``width`` bits (from bit 0 up) of ``runs`` runs of bytes, as
+    ``[..., runs * 8 // width, len]``."""
+    shifts = np.arange(0, 8, width, dtype=np.uint8).reshape(1, -1, 1)
+    r = raw.reshape(*raw.shape[:-1], runs, 1, raw.shape[-1] // runs)
+    fields = (r >> shifts) & np.uint8((1 << width) - 1)
+    return fields.reshape(*raw.shape[:-1], runs * (8 // width), raw.shape[-1] // runs)
+
+
+def _k_scale_min(raw: npt.NDArray[np.uint8]) -> tuple[F32, F32]:
+    """The eight 6-bit sub-block scales and mins of a Q4_K / Q5_K super-block (12 bytes)."""
+    d, m, md = raw[..., 0:4], raw[..., 4:8], raw[..., 8:12]
+    sc = np.concatenate([d & 63, (md & 15) | ((d >> 2) & 48)], axis=-1)
+    mn = np.concatenate([m & 63, (md >> 4) | ((m >> 2) & 48)], axis=-1)
+    return sc.astype(np.float32), mn.astype(np.float32)
+
+
+def _legacy(qtype: GGMLQuantizationType, raw: npt.NDArray[np.uint8]) -> BlockQuant:
+    """Q4_0, Q4_1, Q5_0, Q5_1, Q8_0: ``[n, blocks, bytes]`` -> blocks of 32."""
+    Q = GGMLQuantizationType
+    d = _fp16(raw[..., 0:2])
+    if qtype == Q.Q8_0:
+        codes = (raw[..., 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8)
+        return BlockQuant(codes, d, zero_point=128, bits=8)
+    mins = _fp16(raw[..., 2:4]) if qtype in (Q.Q4_1, Q.Q5_1) else None
+    rest = raw[..., 4:] if mins is not None else raw[..., 2:]
+    if qtype in (Q.Q4_0, Q.Q4_1):  # element j in the low nibble of byte j, element j + 16 in the high
+        codes = _nibbles(rest, 1).reshape(*raw.shape[:-1], 32)
+        return BlockQuant(codes, d, zero_point=0 if mins is not None else 8, bits=4, mins=mins)
+    high = np.unpackbits(rest[..., 0:4], axis=-1, bitorder="little")  # bit j of the 32-bit word
+    codes = _nibbles(rest[..., 4:], 1).reshape(*raw.shape[:-1], 32) | (high << np.uint8(4))
+    return BlockQuant(codes, d, zero_point=0 if mins is not None else 16, bits=5, mins=mins)
+
+
+def _k_quant(qtype: GGMLQuantizationType, raw: npt.NDArray[np.uint8]) -> BlockQuant:
+    """Q2_K ... Q6_K: ``[n, super-blocks, bytes]`` -> sub-blocks of 16 or 32, the super-block's
+    scales multiplied into each sub-block's (in float32, as gguf-py does: exact products)."""
+    Q = GGMLQuantizationType
+    n, sb, _ = raw.shape
+    if qtype == Q.Q2_K:  # scales 16, qs 64, d, dmin
+        sub_sm, qs = raw[..., 0:16], raw[..., 16:80]  # per sub-block: scale (low nibble), min (high)
+        scales = _fp16(raw[..., 80:82])[..., None] * (sub_sm & np.uint8(15)).astype(np.float32)
+        mins = -(_fp16(raw[..., 82:84])[..., None] * (sub_sm >> np.uint8(4)).astype(np.float32))
+        codes = _crumbs(qs, 2, 2).reshape(n, sb * 16, 16)
+        return BlockQuant(codes, scales.reshape(n, -1), 0, 2, mins.reshape(n, -1))
+    if qtype == Q.Q3_K:  # hmask 32, qs 64, scales 12, d
+        hmask, qs, packed = raw[..., 0:32], raw[..., 32:96], raw[..., 96:108]
+        low = _nibbles(packed[..., 0:8], 1).reshape(n, sb, 16)
+        high = _crumbs(packed[..., 8:12], 1, 2).reshape(n, sb, 16)
+        sub = (low | (high << np.uint8(4))).astype(np.float32) - np.float32(32)
+        scales = _fp16(raw[..., 108:110])[..., None] * sub
+        q3 = _crumbs(qs, 2, 2) | (_crumbs(hmask, 1, 1) << np.uint8(2))
+        return BlockQuant(q3.reshape(n, sb * 16, 16), scales.reshape(n, -1), 4, 3)
+    if qtype in (Q.Q4_K, Q.Q5_K):  # d, dmin, scales 12, [qh 32], qs 128
+        sc, mn = _k_scale_min(raw[..., 4:16])
+        scales = _fp16(raw[..., 0:2])[..., None] * sc
+        mins = -(_fp16(raw[..., 2:4])[..., None] * mn)
+        if qtype == Q.Q4_K:
+            qk, bits = _nibbles(raw[..., 16:144], 4), 4
+        else:
+            qk = _nibbles(raw[..., 48:176], 4) | (_crumbs(raw[..., 16:48], 1, 1) << np.uint8(4))
+            bits = 5
+        return BlockQuant(qk.reshape(n, sb * 8, 32), scales.reshape(n, -1), 0, bits, mins.reshape(n, -1))
+    # Q6_K: ql 128, qh 64, scales 16 (int8), d
+    ql = _nibbles(raw[..., 0:128], 2).reshape(n, sb, 8, 32)  # per 64-byte half: low, then high nibbles
+    qh = _crumbs(raw[..., 128:192], 2, 2)  # [n, sb, 8, 32]
+    q6 = (ql | (qh << np.uint8(4))).reshape(n, sb * 16, 16)
+    scales = _fp16(raw[..., 208:210])[..., None] * raw[..., 192:208].view(np.int8).astype(np.float32)
+    return BlockQuant(q6, scales.reshape(n, -1), 32, 6)
+
+
+_LEGACY = frozenset(GGMLQuantizationType[t] for t in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"))
+_K_QUANTS = frozenset(GGMLQuantizationType[t] for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"))
+BLOCK_TYPES = _LEGACY | _K_QUANTS
+"""The GGUF types :func:`block_quant` reads as linear blocks (``w = scale * (code - zero) [+ min]``)."""
+
+
+def block_quant(tensor: ReaderTensor) -> BlockQuant | None:
+    """The blocks of a matrix of a type in :data:`BLOCK_TYPES` as :class:`BlockQuant`, else None.
+
+    Every one of these types is linear in its codes per block of 16 or 32 weights (the K-quants:
+    per sub-block, with ``d * sub_scale`` and ``dmin * sub_min`` exact float32 products), so its
+    blocks say exactly what ``gguf.quants.dequantize`` computes. The IQ types (codebooks), TQ1_0 /
+    TQ2_0 and the FP4 types are not read here.
     """
     qtype = GGMLQuantizationType(tensor.tensor_type)
-    if qtype not in (GGMLQuantizationType.Q4_0, GGMLQuantizationType.Q4_1, GGMLQuantizationType.Q8_0):
+    if qtype not in BLOCK_TYPES:
         return None
     shape = tuple(int(s) for s in reversed(tensor.shape.tolist()))
     if len(shape) != 2:
@@ -98,15 +185,7 @@ def block_quant(tensor: ReaderTensor) -> BlockQuant | None:
     n, k = shape
     block_size, type_size = GGML_QUANT_SIZES[qtype]
     raw = np.asarray(tensor.data, dtype=np.uint8).reshape(n, k // block_size, type_size)
-    if qtype == GGMLQuantizationType.Q8_0:
-        codes = (raw[..., 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8)
-        return BlockQuant(codes, _fp16(raw[..., 0:2]), zero_point=128, bits=8)
-    start = 2 if qtype == GGMLQuantizationType.Q4_0 else 4
-    nibbles = raw[..., start:]  # element j in the low nibble of byte j, element j + 16 in the high
-    codes = np.concatenate([nibbles & np.uint8(15), nibbles >> np.uint8(4)], axis=-1)
-    if qtype == GGMLQuantizationType.Q4_0:
-        return BlockQuant(codes, _fp16(raw[..., 0:2]), zero_point=8, bits=4)
-    return BlockQuant(codes, _fp16(raw[..., 0:2]), zero_point=0, bits=4, mins=_fp16(raw[..., 2:4]))
+    return _legacy(qtype, raw) if qtype in _LEGACY else _k_quant(qtype, raw)
 
 
 def unpermute_rope_rows(weight: npt.NDArray[_T], n_heads: int) -> npt.NDArray[_T]:

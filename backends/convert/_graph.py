@@ -14,9 +14,19 @@ Two attention variants share the same weights:
   sequences only. It has no ``position_ids`` input (like the onnxruntime-genai builder's models).
 
 Weights are given as :class:`DecoderWeights` (Hugging Face orientation, ``[out, in]``) and turned
-into initializers by :func:`prepare_initializers` (fp32 ``MatMul`` or int4 ``MatMulNBits``). Matrices
-that come with their GGUF blocks (:class:`BlockQuant`: Q4_0, Q4_1, Q8_0) keep those blocks in the int4
-build, so its weights are exactly the fp32 build's; other matrices are quantized to 4 bits.
+into initializers by :func:`prepare_initializers` (fp32 ``MatMul`` or int4 ``MatMulNBits``).
+
+The int4 build keeps a GGUF's own blocks where they are linear (``w = scale * (code - zero)``, or
+``scale * code + min``), so its weights are exactly the fp32 build's: blocks of at most 4 bits
+(Q4_0, Q4_1, Q4_K, Q3_K, Q2_K) go into ``MatMulNBits`` as they are, with fp32 activations
+(``accuracy_level`` 0); blocks of 5 to 8 bits (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0) stay float ``MatMul``.
+Two exact ``MatMulNBits`` forms of those exist but are slower on CPU with onnxruntime 1.31:
+``bits=8`` with float activations dequantizes the whole matrix on every call (~3 ms against
+0.06 ms for a 576 x 960 matrix), and splitting each code into a high and a low 4-bit plane
+(``s * (c - z) = 16 s * (hi - zh) + s * (lo - zl)``, both exact float32 products, over the input
+repeated twice along K) decoded SmolLM2 with Q8_0 layers 1.28x slower per token, and its 83-token
+prompt 1.9x slower, than float ``MatMul`` (one thread). Other matrices (float weights, IQ*, TQ*,
+FP4 types) are quantized to 4 bits anew (symmetric, round to nearest: lossy).
 """
 
 from __future__ import annotations
@@ -49,6 +59,11 @@ F32 = npt.NDArray[np.float32]
 IR_VERSION = 10
 OPSET = 17
 INT4_BLOCK = 32
+NBITS_HEAD_ROWS = 1
+"""A head tied to 4-bit embeddings runs as ``MatMulNBits`` for steps of at most this many rows (batch
+times sequence), as a float ``MatMul`` over the embedding table for longer ones. Measured on
+SmolLM2's head shape (576 x 49152, one thread): 2.4 ms against 6.5 ms for one row, but 8.0 against
+7.2 ms for two rows and 50 against 47 ms for 83."""
 ACCURACY_LEVEL = 0
 """``MatMulNBits`` ``accuracy_level``: 0, float32 activations. Level 4 (int8 activations, int32 sums)
 decodes the default model about 1.7x faster but its logits then correlate only ~0.996 with the fp32
@@ -57,18 +72,21 @@ build's, where level 0 matches them to float rounding."""
 
 @dataclass(frozen=True)
 class BlockQuant:
-    """A matrix ``[out, in]`` in blocks of 32 along ``in``: ``w = (codes - zero_point) * scales``, plus
+    """A matrix ``[out, in]`` in blocks along ``in``: ``w = (codes - zero_point) * scales``, plus
     ``mins`` when given (then ``zero_point`` is 0 and ``w = scales * codes + mins``).
 
-    This is how GGUF stores Q4_0 (4 bits, zero point 8), Q4_1 (4 bits, with mins) and Q8_0 (8 bits,
-    zero point 128 after adding 128 to the signed codes); :meth:`dequantize` computes the same float32
-    values as ``gguf.quants.dequantize``.
+    This is how GGUF stores its block types, read by :func:`~._gguf.block_quant`: Q4_0 (4 bits,
+    zero point 8), Q4_1 (4 bits, with mins), Q5_0 / Q5_1 (5 bits), Q8_0 (8 bits, zero point 128
+    after adding 128 to the signed codes), and the K-quants per sub-block with the super-block's
+    scales already multiplied in (Q2_K: 2 bits with mins, blocks of 16; Q3_K: 3 bits, zero point 4,
+    blocks of 16; Q4_K / Q5_K: 4 / 5 bits with mins, blocks of 32; Q6_K: 6 bits, zero point 32,
+    blocks of 16). :meth:`dequantize` computes the same float32 values as ``gguf.quants.dequantize``.
 
     Attributes:
-        codes: ``[out, blocks, 32]`` uint8 in ``0 .. 2**bits - 1``.
+        codes: ``[out, blocks, block_size]`` uint8 in ``0 .. 2**bits - 1``.
         scales: ``[out, blocks]``.
         zero_point: subtracted from every code.
-        bits: 4 or 8.
+        bits: 2 to 8.
         mins: ``[out, blocks]`` or None.
     """
 
@@ -79,9 +97,9 @@ class BlockQuant:
     mins: F32 | None = None
 
     @property
-    def kind(self) -> tuple[int, int, bool]:
-        """(bits, zero point, has mins): blocks of one kind concatenate into one ``MatMulNBits``."""
-        return self.bits, self.zero_point, self.mins is not None
+    def block_size(self) -> int:
+        """Weights per block (a power of two, at least 16)."""
+        return int(self.codes.shape[2])
 
     def rows(self, order: npt.NDArray[np.integer[Any]]) -> BlockQuant:
         """The matrix with its rows (outputs) taken in ``order``."""
@@ -99,18 +117,58 @@ class BlockQuant:
         return np.asarray(w, np.float32).reshape(n, blocks * size)
 
 
-def concat_blocks(parts: list[BlockQuant | None]) -> BlockQuant | None:
-    """The row-wise concatenation of ``parts``, or None when one is missing or the kinds differ."""
-    known = [p for p in parts if p is not None]
-    if len(known) != len(parts) or len({p.kind for p in known}) != 1:
-        return None
-    first = known[0]
-    mins = None if first.mins is None else np.concatenate([p.mins for p in known if p.mins is not None])
-    return BlockQuant(
-        np.concatenate([p.codes for p in known]),
-        np.concatenate([p.scales for p in known]),
-        first.zero_point,
-        first.bits,
+@dataclass(frozen=True)
+class Nibbles:
+    """A matrix ``[out, in]`` as one 4-bit ``MatMulNBits`` computes it: ``(codes - zero_points) *
+    scales`` per block, plus ``mins`` times the input's block sums (added by the graph).
+
+    Rows of blocks of 4 bits or less (:class:`BlockQuant` of Q4_0, Q4_1, Q4_K, Q3_K, Q2_K; or the
+    symmetric re-quantization of float weights) of one block size concatenate into one ``Nibbles``:
+    zero points are per block, and rows without mins get zero mins.
+
+    Attributes:
+        codes: ``[out, blocks, block_size]`` uint8 in ``0 .. 15``.
+        scales: ``[out, blocks]``.
+        zero_points: ``[out, blocks]`` uint8 in ``0 .. 15``.
+        mins: ``[out, blocks]`` or None.
+    """
+
+    codes: npt.NDArray[np.uint8]
+    scales: F32
+    zero_points: npt.NDArray[np.uint8]
+    mins: F32 | None = None
+
+    @classmethod
+    def of(cls, w: BlockQuant) -> Nibbles:
+        """``w``'s blocks (codes of at most 4 bits)."""
+        if w.bits > 4:
+            raise ValueError(f"Nibbles: {w.bits}-bit codes do not fit 4 bits")
+        return cls(w.codes, w.scales, np.full(w.scales.shape, w.zero_point, np.uint8), w.mins)
+
+    @property
+    def block_size(self) -> int:
+        """Weights per block: matrices of one block size concatenate (by rows) into one ``MatMulNBits``."""
+        return int(self.codes.shape[2])
+
+    def dequantize(self) -> F32:
+        """The float32 matrix ``[out, in]`` (as :meth:`BlockQuant.dequantize` computes it)."""
+        n, blocks, size = self.codes.shape
+        codes = self.codes.astype(np.int16) - self.zero_points[..., None].astype(np.int16)
+        w = codes.astype(np.float32) * self.scales[..., None]
+        if self.mins is not None:
+            w = w + self.mins[..., None]
+        return np.asarray(w, np.float32).reshape(n, blocks * size)
+
+
+def concat_nibbles(parts: list[Nibbles]) -> Nibbles:
+    """The row-wise concatenation of ``parts`` (one block size; zero mins where a part has none)."""
+    mins = None
+    if any(p.mins is not None for p in parts):
+        mins = np.concatenate([np.zeros_like(p.scales) if p.mins is None else p.mins for p in parts])
+    return Nibbles(
+        np.concatenate([p.codes for p in parts]),
+        np.concatenate([p.scales for p in parts]),
+        np.concatenate([p.zero_points for p in parts]),
         mins,
     )
 
@@ -145,12 +203,12 @@ def rotary_cache(config: DecoderConfig) -> tuple[F32, F32]:
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
-def _quantize_int4(weight: F32) -> tuple[npt.NDArray[np.uint8], F32]:
+def _quantize_int4(weight: F32) -> BlockQuant:
     """Round-to-nearest symmetric 4-bit quantization in blocks of 32 along the input axis.
 
     Each block's largest-magnitude weight ``m`` maps exactly to code 0 (``scale = m / -8``), the
-    others to ``round(w / scale) + 8`` clipped to 0..15; ``MatMulNBits`` without zero points reads
-    them as ``(q - 8) * scale``. Returns packed weights ``[N, blocks, 16]`` and scales ``[N * blocks]``.
+    others to ``round(w / scale) + 8`` clipped to 0..15, read as ``(q - 8) * scale``. An input
+    width that is not a multiple of 32 is padded with zero weights.
     """
     n, k = weight.shape
     if k % INT4_BLOCK:
@@ -162,8 +220,7 @@ def _quantize_int4(weight: F32) -> tuple[npt.NDArray[np.uint8], F32]:
     scale = (extreme / -8.0).astype(np.float32)
     scale = np.where(scale == 0.0, np.float32(1.0), scale).astype(np.float32)
     q = np.clip(np.round(w / scale[..., None]) + 8, 0, 15).astype(np.uint8)
-    packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
-    return packed, scale.reshape(-1)
+    return BlockQuant(q, scale, zero_point=8, bits=4)
 
 
 def prepare_initializers(
@@ -174,14 +231,19 @@ def prepare_initializers(
 ) -> dict[str, np.ndarray]:
     """Turn :class:`DecoderWeights` into the named arrays :func:`build_decoder` expects.
 
-    Linear layers become ``{name}`` (``[in, out]`` for ``MatMul``) in fp32, or ``{name}.q``,
-    ``{name}.scales`` (and ``{name}.zp``, ``{name}.mins`` where needed) for ``MatMulNBits`` in int4.
-    Q/K/V are fused into one matrix. ``progress(done, total)`` is called after each layer.
+    Linear layers become ``{name}`` (``[in, out]`` for ``MatMul``) in fp32, or ``MatMulNBits``
+    inputs in int4 (see :func:`_nibble_initializers`). Q/K/V are fused into one matrix.
+    ``progress(done, total)`` is called after each layer.
 
-    In int4 a matrix whose :attr:`DecoderWeights.blocks` are known keeps them (see
-    :func:`_block_initializers`), so it is exactly the fp32 build's matrix; any other matrix
-    (float weights, or GGUF types without such a mapping here: the K-quants, Q5_*, IQ*, ...) is
-    quantized anew by :func:`_quantize_int4`, which adds its own rounding error.
+    In int4 every matrix stays exactly the fp32 build's where its GGUF blocks are known
+    (:attr:`DecoderWeights.blocks`): blocks of at most 4 bits (Q4_0, Q4_1, Q4_K, Q3_K, Q2_K) go into
+    ``MatMulNBits`` as they are; wider ones (Q5_0, Q5_1, Q5_K, Q6_K, Q8_0) stay float ``MatMul``
+    (see the module docstring). Any other matrix (float weights, or GGUF types without a linear
+    block form: IQ*, TQ*, MXFP4, ...) is quantized anew by :func:`_quantize_int4`, which adds its own
+    rounding error. Rows of different kinds (say Q and K in Q4_K, V in Q6_K) become segments
+    ``{name}.s0``, ``{name}.s1``, ... whose outputs the graph concatenates. A head tied to 4-bit
+    embeddings is also written as ``lm_head`` for ``MatMulNBits`` (the graph uses it for
+    single-row steps, see :data:`NBITS_HEAD_ROWS`).
     """
     if quantization not in ("fp32", "int4"):
         raise ValueError(f"quantization must be 'fp32' or 'int4', got {quantization!r}")
@@ -189,22 +251,33 @@ def prepare_initializers(
         raise ValueError(f"weights have {len(weights.layers)} layers, config says {config.num_layers}")
     out: dict[str, np.ndarray] = {}
 
-    def linear(name: str, weight: F32, blocks: list[BlockQuant | None]) -> None:
-        exact = concat_blocks(blocks)
-        if quantization == "int4" and exact is not None and exact.bits == 4:
-            out.update(_block_initializers(name, exact))
-        elif quantization == "int4" and exact is None:
-            # no 4-bit blocks to keep: quantize anew (symmetric, round to nearest; lossy)
-            q, s = _quantize_int4(np.ascontiguousarray(weight, dtype=np.float32))
-            out[f"{name}.q"], out[f"{name}.scales"] = q, s
-        else:
-            # fp32; or 8-bit blocks (Q8_0), kept exact as float: onnxruntime's 8-bit MatMulNBits
-            # either dequantizes the whole matrix on every call (accuracy_level 0, some 35x slower
-            # than MatMul) or rounds the activations to int8 (level 4)
+    def linear(name: str, parts: list[tuple[F32, BlockQuant | None]]) -> None:
+        if quantization == "fp32":
+            weight = np.concatenate([w for w, _ in parts]) if len(parts) > 1 else parts[0][0]
             out[name] = np.ascontiguousarray(weight.T, dtype=np.float32)
+            return
+        # runs of consecutive rows of one kind: MatMulNBits of one block size, or floats (key 0)
+        segments: list[tuple[int, list[Nibbles], list[F32]]] = []
+        for weight, blocks in parts:
+            if blocks is not None and blocks.bits > 4:  # exact as floats (see the module docstring)
+                key, nibbles, floats = 0, [], [np.asarray(weight, np.float32)]
+            else:
+                n = Nibbles.of(blocks if blocks is not None else _quantize_int4(weight))
+                key, nibbles, floats = n.block_size, [n], []
+            if segments and segments[-1][0] == key:
+                segments[-1][1].extend(nibbles)
+                segments[-1][2].extend(floats)
+            else:
+                segments.append((key, nibbles, floats))
+        for j, (key, nibbles, floats) in enumerate(segments):
+            prefix = name if len(segments) == 1 else f"{name}.s{j}"
+            if key:
+                out.update(_nibble_initializers(prefix, concat_nibbles(nibbles)))
+            else:
+                out[prefix] = np.ascontiguousarray(np.concatenate(floats).T, dtype=np.float32)
 
-    def blocks(i: int, *names: str) -> list[BlockQuant | None]:
-        return [weights.blocks.get(f"layers.{i}.{n}") for n in names]
+    def part(i: int, n: str) -> tuple[F32, BlockQuant | None]:
+        return weights.layers[i][n], weights.blocks.get(f"layers.{i}.{n}")
 
     out["embed_tokens"] = np.ascontiguousarray(weights.embed, dtype=np.float32)
     cos, sin = rotary_cache(config)
@@ -213,47 +286,41 @@ def prepare_initializers(
         p = f"layers.{i}"
         out[f"{p}.input_norm"] = np.asarray(layer["input_norm"], np.float32)
         out[f"{p}.post_norm"] = np.asarray(layer["post_norm"], np.float32)
-        qkv = np.concatenate([layer["q"], layer["k"], layer["v"]], axis=0)
-        linear(f"{p}.qkv", qkv, blocks(i, "q", "k", "v"))
+        linear(f"{p}.qkv", [part(i, "q"), part(i, "k"), part(i, "v")])
         for n in ("o", "gate", "up", "down"):
-            linear(f"{p}.{n}", layer[n], blocks(i, n))
+            linear(f"{p}.{n}", [part(i, n)])
         if progress is not None:
             progress(i + 1, config.num_layers)
     out["norm"] = np.asarray(weights.norm, np.float32)
     embed_blocks = weights.blocks.get("embed")
     if weights.lm_head is not None:
-        linear("lm_head", weights.lm_head, [weights.blocks.get("lm_head")])
-    elif quantization == "int4" and (embed_blocks is None or embed_blocks.bits == 4):
-        linear("lm_head", weights.embed, [embed_blocks])
+        linear("lm_head", [(weights.lm_head, weights.blocks.get("lm_head"))])
+    elif quantization == "int4" and (embed_blocks is None or embed_blocks.bits <= 4):
+        linear("lm_head", [(weights.embed, embed_blocks)])
     # else a float head tied to the embeddings: the graph multiplies by ``embed_tokens`` transposed
     return out
 
 
-def _block_initializers(name: str, w: BlockQuant) -> dict[str, np.ndarray]:
-    """``MatMulNBits`` inputs that compute exactly the matrix ``w`` (in real arithmetic).
+def _nibble_initializers(name: str, w: Nibbles) -> dict[str, np.ndarray]:
+    """``MatMulNBits`` inputs (4 bits) that compute exactly the matrix ``w`` (in real arithmetic).
 
-    ``{name}.q`` holds the codes (two per byte, low nibble first), ``{name}.scales`` the
-    scales; ``{name}.zp`` (zero points, two per byte) is written only when the zero point is not
-    the kernel's default 8. With mins (Q4_1) the zero point is 0 and
-    ``{name}.mins`` ``[blocks, out]`` is added by the graph as ``block_sums(x) @ mins``: a float
-    zero point ``-mins/scales`` would express it too, but onnxruntime's CPU kernel then dequantizes
-    the whole matrix on every call (some 10x slower than ``MatMul``) and rounds ``(q - zp) * scale``
-    differently from ``scale * q + min``.
+    ``{name}.q`` ``[out, blocks, block_size / 2]`` holds the codes (two per byte, low nibble
+    first), ``{name}.scales`` the scales; ``{name}.zp`` (zero points, two per byte) is written only
+    when one is not the kernel's default 8. ``{name}.mins`` ``[blocks, out]`` is added by the graph
+    as ``block_sums(x) @ mins``: a float zero point ``-mins/scales`` would express it too, but
+    onnxruntime's CPU kernel then dequantizes the whole matrix on every call (some 10x slower than
+    ``MatMul``) and rounds ``(q - zp) * scale`` differently from ``scale * q + min``.
     """
     n, blocks, _ = w.codes.shape
-    if w.bits == 4:
-        q = (w.codes[..., 0::2] | (w.codes[..., 1::2] << 4)).astype(np.uint8)
-    else:
-        q = np.ascontiguousarray(w.codes, dtype=np.uint8)
     out: dict[str, np.ndarray] = {
-        f"{name}.q": q,
-        f"{name}.scales": np.ascontiguousarray(w.scales.reshape(-1)),
+        f"{name}.q": (w.codes[..., 0::2] | (w.codes[..., 1::2] << np.uint8(4))).astype(np.uint8),
+        f"{name}.scales": np.ascontiguousarray(w.scales.reshape(-1), dtype=np.float32),
     }
-    if w.zero_point != 1 << (w.bits - 1):
-        if w.bits != 4:
-            raise ValueError(f"{name}: {w.bits}-bit blocks need the zero point {1 << (w.bits - 1)}")
-        zp = np.full((n, blocks + blocks % 2), w.zero_point, np.uint8)
-        out[f"{name}.zp"] = (zp[:, 0::2] | (zp[:, 1::2] << 4)).astype(np.uint8)
+    if (w.zero_points != 8).any():
+        zp = w.zero_points
+        if blocks % 2:
+            zp = np.concatenate([zp, np.zeros((n, 1), np.uint8)], axis=1)
+        out[f"{name}.zp"] = (zp[:, 0::2] | (zp[:, 1::2] << np.uint8(4))).astype(np.uint8)
     if w.mins is not None:
         out[f"{name}.mins"] = np.ascontiguousarray(w.mins.T, dtype=np.float32)
     return out
@@ -361,33 +428,88 @@ class _DecoderGraph:
         self.attention = attention
         self.b = _Builder()
         self.eps = float(config.rms_norm_eps)
-        self.block_sums: dict[str, str] = {}  # x -> its sums over blocks of 32 (for the mins)
+        self.block_sums: dict[tuple[str, int], str] = {}  # (x, block size) -> x's block sums
         # the attention inputs every layer shares (gqa: sequence lengths; plain: rotary, mask bias)
         self.seqlens = self.total = self.cos2 = self.sin2 = self.bias = ""
 
+    def _segments(self, wname: str) -> list[str]:
+        """The prefixes of ``wname``'s segments: itself, or ``{wname}.s0``, ``{wname}.s1``, ...
+        (each a float matrix or ``MatMulNBits`` inputs ``{prefix}.q`` ...); none if absent."""
+        if wname in self.initializers or f"{wname}.q" in self.initializers:
+            return [wname]
+        found: list[str] = []
+        while any(f"{wname}.s{len(found)}{end}" in self.initializers for end in ("", ".q")):
+            found.append(f"{wname}.s{len(found)}")
+        return found
+
     def matmul(self, x: str, wname: str, k: int, n: int) -> str:
-        if f"{wname}.q" not in self.initializers:
-            return self.b.one("MatMul", [x, wname])
-        y = self.b.one(
+        outs = [
+            self._nbits(x, p, k) if f"{p}.q" in self.initializers else self.b.one("MatMul", [x, p])
+            for p in self._segments(wname)
+        ]
+        if not outs:
+            raise ValueError(f"build_decoder: no initializers for {wname!r}")
+        return outs[0] if len(outs) == 1 else self.b.one("Concat", outs, axis=-1)
+
+    def _nbits(self, x: str, prefix: str, k: int) -> str:
+        """One ``MatMulNBits`` (see :func:`_nibble_initializers`), plus its mins term."""
+        b = self.b
+        n, _, half = (int(d) for d in self.initializers[f"{prefix}.q"].dims)
+        size = 2 * half
+        zp = [f"{prefix}.zp"] if f"{prefix}.zp" in self.initializers else []
+        y = b.one(
             "MatMulNBits",
-            [x, f"{wname}.q", f"{wname}.scales"]
-            + ([f"{wname}.zp"] if f"{wname}.zp" in self.initializers else []),
+            [x, f"{prefix}.q", f"{prefix}.scales", *zp],
             domain="com.microsoft",
             K=k,
             N=n,
             bits=4,
-            block_size=INT4_BLOCK,
+            block_size=size,
             accuracy_level=ACCURACY_LEVEL,
         )
-        if f"{wname}.mins" not in self.initializers:
+        if f"{prefix}.mins" not in self.initializers:
             return y
-        if x not in self.block_sums:
-            shape = self.b.const(f"c_blocks_{k}", [0, 0, k // INT4_BLOCK, INT4_BLOCK])
-            blocked = self.b.one("Reshape", [x, shape])
-            self.block_sums[x] = self.b.one(
-                "ReduceSum", [blocked, self.b.const("c_axes_last", [-1])], keepdims=0
-            )
-        return self.b.one("Add", [y, self.b.one("MatMul", [self.block_sums[x], f"{wname}.mins"])])
+        if (x, size) not in self.block_sums:
+            blocked = b.one("Reshape", [x, b.const(f"c_blocks_{k}_{size}", [0, 0, k // size, size])])
+            axes = b.const("c_axes_last", [-1])
+            self.block_sums[(x, size)] = b.one("ReduceSum", [blocked, axes], keepdims=0)
+        return b.one("Add", [y, b.one("MatMul", [self.block_sums[(x, size)], f"{prefix}.mins"])])
+
+    def head(self, final: str) -> str:
+        """The logits: ``lm_head`` (float, ``MatMulNBits`` or segments), or the float embeddings
+        transposed (a tied head).
+
+        A tied head that also has 4-bit ``lm_head`` blocks uses them for steps of at most
+        :data:`NBITS_HEAD_ROWS` rows (decoding: they read a sixth of the floats' bytes) and the
+        float embedding table for longer ones (prompts), where onnxruntime's float-activation
+        ``MatMulNBits`` dequantizes every block on each call and is slower than ``MatMul``.
+        """
+        b, c = self.b, self.c
+
+        def floats() -> str:
+            return b.one("MatMul", [final, b.one("Transpose", ["embed_tokens"], perm=[1, 0])])
+
+        if not self._segments("lm_head"):
+            return floats()
+        if not c.tie_word_embeddings:
+            return self.matmul(final, "lm_head", c.hidden_size, c.vocab_size)
+        rows = b.one("ReduceProd", [b.one("Shape", ["input_ids"])], keepdims=0)
+        few = b.one("LessOrEqual", [rows, b.const("c_head_rows", NBITS_HEAD_ROWS)])
+
+        def nbits() -> str:
+            return self.matmul(final, "lm_head", c.hidden_size, c.vocab_size)
+
+        branches: list[onnx.GraphProto] = []
+        for build in (nbits, floats):
+            outer = b.nodes
+            b.nodes = []
+            y = build()
+            branch, b.nodes = b.nodes, outer
+            out = helper.make_tensor_value_info(y, TensorProto.FLOAT, None)
+            graph: onnx.GraphProto = helper.make_graph(branch, f"head_{len(branches)}", [], [out])
+            branches.append(graph)
+        self.block_sums.clear()  # names made inside a branch are not visible outside it
+        return b.one("If", [few], then_branch=branches[0], else_branch=branches[1])
 
     def rms(self, x: str, weight: str) -> str:
         return self.b.op(
@@ -418,9 +540,7 @@ class _DecoderGraph:
         for i in range(c.num_layers):
             h, pending = self._layer(i, h, pending)
         final, _ = self.skip_rms(pending, h, "norm")
-        if "lm_head" in self.initializers or "lm_head.q" in self.initializers:
-            return self.matmul(final, "lm_head", c.hidden_size, c.vocab_size)
-        return b.one("MatMul", [final, b.one("Transpose", ["embed_tokens"], perm=[1, 0])])
+        return self.head(final)
 
     def _gqa_lengths(self) -> None:
         """GroupQueryAttention's per-row past lengths and the total length, from the mask."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -49,6 +50,12 @@ WRITABLE = [q for q in Q if _can_quantize(q)]
 READ_ONLY = [q for q in Q if _can_dequantize(q) and q not in WRITABLE]
 """Types gguf-py can dequantize but not write (the K-quants, IQ types, ...)."""
 UNREADABLE = [q for q in Q if not _can_dequantize(q)]
+
+
+def test_the_converter_reads_the_linear_block_types() -> None:
+    from rxstream.backends.convert import _gguf
+
+    assert set(_gguf.BLOCK_TYPES) == set(BLOCK_TYPES)
 
 
 def test_the_type_lists_cover_the_common_llama_cpp_types() -> None:
@@ -321,71 +328,198 @@ def test_mixed_types_in_one_file(tmp_path: Path) -> None:
     assert_converted_weights_are_the_dequantized_tensors(path, model_dir, t)
 
 
-def dequantize_nbits(arrays: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """The ``[out, in]`` float32 matrix a 4-bit ``MatMulNBits`` computes from ``{name}.q``,
-    ``{name}.scales``, ``{name}.zp`` (default 8) and the added ``{name}.mins`` (``[blocks, out]``)."""
-    packed = arrays[f"{name}.q"]
-    n, blocks, half = packed.shape
-    assert half == 16, name  # 4 bits, blocks of 32
-    codes = np.concatenate([packed[..., :, None] & 15, packed[..., :, None] >> 4], axis=-1).reshape(
-        n, blocks, 32
-    )
-    if f"{name}.zp" in arrays:
-        zp_packed = arrays[f"{name}.zp"]
-        zp = np.stack([zp_packed & 15, zp_packed >> 4], axis=-1).reshape(n, -1)[:, :blocks]
+def _nodes(graph: onnx.GraphProto) -> Iterable[onnx.NodeProto]:
+    """Every node of ``graph`` and of its subgraphs (an ``If``'s branches)."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _nodes(attr.g)
+
+
+def _nbits_matrix(node: onnx.NodeProto, arrays: dict[str, np.ndarray], nodes: list[onnx.NodeProto]) -> F32:
+    """The ``[N, K]`` float32 matrix one ``MatMulNBits`` node computes (in real arithmetic), read from
+    the graph alone: its ``K``, ``N``, ``bits`` and ``block_size``, its packed codes, scales and zero
+    points (default ``2**(bits-1)``), plus ``{prefix}.mins`` ``[blocks, N]`` per block of
+    ``block_size`` where the graph adds ``block_sums(x) @ mins`` (checked: the sums are over
+    ``block_size`` elements of the same input ``x``)."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    k, n, bits, size = attrs["K"], attrs["N"], attrs["bits"], attrs["block_size"]
+    x, qname, sname = node.input[0], node.input[1], node.input[2]
+    blocks, per, mask = -(-k // size), 8 // bits, np.uint8((1 << bits) - 1)
+    packed = arrays[qname].reshape(n, blocks, size // per)
+    codes = np.stack([(packed >> np.uint8(bits * j)) & mask for j in range(per)], axis=-1)
+    codes = codes.reshape(n, blocks, size).astype(np.int32)
+    if len(node.input) > 3 and node.input[3]:
+        zp_packed = arrays[node.input[3]]
+        zp = np.stack([(zp_packed >> np.uint8(bits * j)) & mask for j in range(per)], axis=-1)
+        zp = zp.reshape(n, -1)[:, :blocks].astype(np.int32)
     else:
-        zp = np.full((n, blocks), 8, np.uint8)
-    scales = arrays[f"{name}.scales"].reshape(n, blocks)
-    w = (codes.astype(np.int16) - zp[..., None].astype(np.int16)).astype(np.float32) * scales[..., None]
-    if f"{name}.mins" in arrays:
-        w = w + arrays[f"{name}.mins"].T[..., None]
-    return np.asarray(w, np.float32).reshape(n, blocks * 32)
+        zp = np.full((n, blocks), 1 << (bits - 1), np.int32)
+    scales = arrays[sname].reshape(n, blocks)
+    w = (codes - zp[..., None]).astype(np.float32) * scales[..., None]
+    prefix = qname.removesuffix(".q")
+    if f"{prefix}.mins" in arrays:
+        producer = {out: m for m in nodes for out in m.output}
+        (mm,) = [m for m in nodes if m.op_type == "MatMul" and m.input[1] == f"{prefix}.mins"]
+        reshape = producer[producer[mm.input[0]].input[0]]
+        assert reshape.op_type == "Reshape" and reshape.input[0] == x, prefix
+        assert list(arrays[reshape.input[1]])[-2:] == [k // size, size], prefix
+        w = w + arrays[f"{prefix}.mins"].T[..., None]
+    return np.asarray(w, np.float32).reshape(n, blocks * size)[:, :k]
 
 
-@pytest.mark.parametrize(("qtype", "untied"), [(Q.Q4_0, False), (Q.Q4_1, False), (Q.Q4_1, True)])
-def test_int4_keeps_the_gguf_4bit_blocks_exactly(qtype: Q, untied: bool, tmp_path: Path) -> None:
-    # Q4_0 / Q4_1 blocks go into MatMulNBits as they are: the int4 weights are the fp32 build's
+def int4_matrices(model_dir: Path) -> dict[str, F32]:
+    """The ``[out, in]`` matrices of the linear layers and the head of ``model.onnx`` (int4 build):
+    float ``MatMul`` weights transposed, ``MatMulNBits`` nodes decoded by :func:`_nbits_matrix`,
+    segments ``{name}.s0``, ``{name}.s1``, ... stacked by rows."""
+    model = onnx.load(str(model_dir / MODEL_FILE), load_external_data=True)
+    arrays = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    nodes = list(_nodes(model.graph))
+    by_prefix: dict[str, F32] = {}
+    for node in nodes:
+        if node.op_type == "MatMulNBits":
+            by_prefix[node.input[1].removesuffix(".q")] = _nbits_matrix(node, arrays, nodes)
+        elif node.op_type == "MatMul" and node.input[1] in arrays and not node.input[1].endswith(".mins"):
+            by_prefix[node.input[1]] = np.ascontiguousarray(arrays[node.input[1]].T)
+    out: dict[str, F32] = {}
+    for prefix, w in sorted(by_prefix.items()):
+        base, _, seg = prefix.rpartition(".s")
+        if base and seg.isdigit():
+            assert int(seg) == 0 or f"{base}.s{int(seg) - 1}" in by_prefix
+            out[base] = np.concatenate([out[base], w]) if base in out else w
+        else:
+            out[prefix] = w
+    return out
+
+
+def assert_same_values(got: np.ndarray, expected: np.ndarray, what: str) -> None:
+    """Bit for bit, except that +0.0 and -0.0 count as equal."""
+    assert_same_bits(got + np.float32(0), expected + np.float32(0), what)
+
+
+LINEAR_NAMES = ("qkv", "o", "gate", "up", "down")
+
+
+def assert_int4_is_the_fp32_build(int4_dir: Path, fp32_dir: Path, config: DecoderConfig) -> dict[str, F32]:
+    """Every int4 matrix (and a ``MatMulNBits`` head) decodes to the fp32 build's weights bit for bit;
+    returns the int4 matrices."""
+    fp32, int4 = onnx_weights(fp32_dir), int4_matrices(int4_dir)
+    names = [f"layers.{i}.{n}" for i in range(config.num_layers) for n in LINEAR_NAMES]
+    for name in names:
+        assert_same_values(int4[name], np.ascontiguousarray(fp32[name].T), name)
+    head = fp32["lm_head"].T if "lm_head" in fp32 else fp32["embed_tokens"]
+    if "lm_head" in fp32 or "lm_head" in int4:
+        assert_same_values(int4["lm_head"], np.ascontiguousarray(head), "lm_head")
+    assert_same_bits(onnx_weights(int4_dir)["embed_tokens"], fp32["embed_tokens"], "embed_tokens")
+    return int4
+
+
+def assert_logits_agree(a: np.ndarray, b: np.ndarray) -> None:
+    """Same weights, different summation order: logits within float rounding of the fp32 build's."""
+    scale = float(np.abs(a).max())
+    np.testing.assert_allclose(b, a, atol=1e-4 * max(scale, 1.0), rtol=0)
+
+
+BLOCK_TYPES = [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K]
+"""GGUF types linear in their codes per block (``w = scale * (code - zero) [+ min]``)."""
+NARROW = {Q.Q4_0, Q.Q4_1, Q.Q2_K, Q.Q3_K, Q.Q4_K}
+"""Block types of at most 4 bits: ``MatMulNBits`` in the int4 build (the others stay float)."""
+
+
+@pytest.mark.parametrize("qtype", BLOCK_TYPES, ids=lambda q: q.name)
+@pytest.mark.parametrize("untied", [False, True], ids=["tied", "untied"])
+def test_int4_keeps_the_gguf_blocks_exactly(qtype: Q, untied: bool, tmp_path: Path) -> None:
+    # blocks of at most 4 bits go into MatMulNBits as they are, wider ones stay float: either way the
+    # int4 weights are gguf-py's own dequantized values, the fp32 build's
     t = tiny_llama(untied=untied, seed=int(qtype))
-    encoded = encode(gguf_tensors(t), lambda name: Q.Q8_0 if name == "token_embd.weight" else qtype)
+    tensors = gguf_tensors(t)
+    if qtype in WRITABLE:
+        encoded = encode(tensors, lambda _name: qtype)
+    else:  # the K-quants: gguf-py cannot quantize them, so the blocks are random bytes
+        encoded = random_blocks(tensors, qtype, seed=int(qtype))
     path = write_gguf(tmp_path / "m.gguf", t, encoded)
+    assert {r.tensor_type for r in gguf.GGUFReader(str(path)).tensors if len(r.shape) == 2} == {qtype}
     fp32_dir = convert_gguf(path, tmp_path / "fp32", progress=False)
     int4_dir = convert_gguf(path, tmp_path / "int4", quantization="int4", progress=False)
-    fp32, int4 = onnx_weights(fp32_dir), onnx_weights(int4_dir)
-    names = [
-        f"layers.{i}.{n}" for i in range(t.config.num_layers) for n in ("qkv", "o", "gate", "up", "down")
-    ]
-    for name in [*names, *(["lm_head"] if untied else [])]:
-        assert (f"{name}.mins" in int4) == (qtype == Q.Q4_1), name
-        assert_same_bits(dequantize_nbits(int4, name), np.ascontiguousarray(fp32[name].T), name)
-    # the tied Q8_0 head stays the float embedding table (8-bit MatMulNBits is slow or int8-rounded)
-    assert untied or not any(k.startswith("lm_head") for k in int4)
-    assert_same_bits(int4["embed_tokens"], fp32["embed_tokens"], "embed_tokens")
+    assert_converted_weights_are_the_dequantized_tensors(path, fp32_dir, t)
+    assert_int4_is_the_fp32_build(int4_dir, fp32_dir, t.config)
+    graph = onnx.load(str(int4_dir / MODEL_FILE), load_external_data=False).graph
+    ops_used = collections.Counter(node.op_type for node in _nodes(graph))
+    linears = t.config.num_layers * len(LINEAR_NAMES) + int(untied or qtype in NARROW)
+    assert ops_used["MatMulNBits"] == (linears if qtype in NARROW else 0)
+    assert ("If" in ops_used) == (not untied and qtype in NARROW)  # a tied 4-bit head
     ids = [[1, 5, 9, 2, 7, 3, 11, 4]]
-    a, b = OnnxModel.load(fp32_dir).forward(ids)[0], OnnxModel.load(int4_dir).forward(ids)[0]
-    np.testing.assert_allclose(b, a, atol=1e-4, rtol=0)
+    fp32_model, int4_model = OnnxModel.load(fp32_dir), OnnxModel.load(int4_dir)
+    assert_logits_agree(fp32_model.forward(ids)[0], int4_model.forward(ids)[0])
+    # single-token steps after the prompt (the tied head's MatMulNBits branch)
+    a = greedy_steps(fp32_model, ids[0], 3)
+    b = greedy_steps(int4_model, ids[0], 3, follow=a[0])
+    for x, y in zip(a[1], b[1], strict=True):
+        assert_logits_agree(x, y)
 
 
-def test_int4_quantizes_anew_what_has_no_exact_4bit_form(tmp_path: Path) -> None:
-    # Q/K/V of different block kinds (Q4_0 and Q4_1) and F16 matrices: quantized to 4 bits;
-    # Q8_0 matrices stay exact floats (MatMul)
+def greedy_steps(
+    model: OnnxModel, prompt: list[int], n: int, follow: list[int] | None = None
+) -> tuple[list[int], list[np.ndarray]]:
+    """The prompt, then ``n`` single-token steps on the KV cache (the tokens of ``follow`` if given,
+    else greedy): the tokens fed and each step's last logits (the prompt's first)."""
+    logits, past = model.forward([prompt])
+    outs = [logits[0, -1]]
+    tokens: list[int] = []
+    for j in range(n):
+        tok = follow[j] if follow is not None else int(outs[-1].argmax())
+        tokens.append(tok)
+        logits, past = model.forward([[tok]], past=past)
+        assert logits.shape[:2] == (1, 1)
+        outs.append(logits[0, -1])
+    return tokens, outs
+
+
+def test_int4_quantizes_anew_what_has_no_linear_block_form(tmp_path: Path) -> None:
+    # F16 matrices (and IQ types, ...) are quantized to 4 bits (lossy). Q/K/V of different kinds become
+    # exact segments (layer 0: Q4_K rows in blocks of 32 with mins, Q3_K rows in blocks of 16 with
+    # zero point 4, Q6_K rows as floats); Q4_0 and Q4_1 rows (layer 1) share one MatMulNBits
+    # (per-block zero points, zero mins for the Q4_0 rows)
     t = tiny_llama(seed=3)
-    kinds = {"attn_q": Q.Q4_0, "attn_k": Q.Q4_1, "attn_v": Q.Q4_1, "ffn_up": Q.Q8_0, "ffn_down": Q.F16}
-    encoded = encode(
-        gguf_tensors(t), lambda name: next((q for key, q in kinds.items() if key in name), Q.Q4_1)
-    )
+    tensors = gguf_tensors(t)
+    kinds = {
+        "blk.0.attn_q": Q.Q4_K,
+        "blk.0.attn_k": Q.Q3_K,
+        "blk.0.attn_v": Q.Q6_K,
+        "blk.1.attn_q": Q.Q4_0,
+        "ffn_down": Q.F16,
+    }
+
+    def kind(name: str) -> Q:
+        return next((q for key, q in kinds.items() if name.startswith(key) or key in name), Q.Q4_1)
+
+    encoded = encode(tensors, lambda name: kind(name) if kind(name) in WRITABLE else Q.Q4_1)
+    for name in tensors:
+        if kind(name) not in WRITABLE:
+            encoded[name] = random_blocks({name: tensors[name]}, kind(name), seed=len(name))[name]
     path = write_gguf(tmp_path / "m.gguf", t, encoded)
-    int4 = onnx_weights(convert_gguf(path, tmp_path / "int4", quantization="int4", progress=False))
-    fp32 = onnx_weights(convert_gguf(path, tmp_path / "fp32", progress=False))
+    int4_dir = convert_gguf(path, tmp_path / "int4", quantization="int4", progress=False)
+    fp32_dir = convert_gguf(path, tmp_path / "fp32", progress=False)
+    int4, fp32 = int4_matrices(int4_dir), onnx_weights(fp32_dir)
+    arrays = onnx_weights(int4_dir)
     for i in range(t.config.num_layers):
         p = f"layers.{i}"
-        for name in (f"{p}.qkv", f"{p}.down"):  # symmetric, no zero points or mins
-            assert f"{name}.q" in int4 and f"{name}.zp" not in int4 and f"{name}.mins" not in int4
-            assert not np.array_equal(dequantize_nbits(int4, name), fp32[name].T), name
-        for name in (f"{p}.o", f"{p}.gate"):  # Q4_1 kept
-            assert_same_bits(dequantize_nbits(int4, name), np.ascontiguousarray(fp32[name].T), name)
-        assert f"{p}.up.q" not in int4
-        assert_same_bits(int4[f"{p}.up"], fp32[f"{p}.up"], f"{p}.up")
-    assert_generates(tmp_path / "int4")
+        down = f"{p}.down"  # symmetric, no zero points or mins: not the fp32 weights
+        assert f"{down}.q" in arrays and f"{down}.zp" not in arrays and f"{down}.mins" not in arrays
+        assert not np.array_equal(int4[down], fp32[down].T), down
+        assert np.abs(int4[down] - fp32[down].T).max() < 0.1 * np.abs(fp32[down]).max()
+        for name in (f"{p}.qkv", f"{p}.o", f"{p}.gate", f"{p}.up"):
+            assert_same_values(int4[name], np.ascontiguousarray(fp32[name].T), name)
+    assert {"layers.0.qkv.s0.mins", "layers.0.qkv.s1.zp", "layers.0.qkv.s2"} <= set(arrays)
+    assert "layers.0.qkv.s1.mins" not in arrays and not any(k.startswith("layers.0.qkv.s3") for k in arrays)
+    assert arrays["layers.0.qkv.s0.q"].shape[2] == 16 and arrays["layers.0.qkv.s1.q"].shape[2] == 8
+    assert {"layers.1.qkv.q", "layers.1.qkv.zp", "layers.1.qkv.mins"} <= set(arrays)  # one segment
+    zp = arrays["layers.1.qkv.zp"]
+    q_rows = t.config.num_heads * t.config.head_dim
+    assert (zp[:q_rows] == 0x88).all() and (zp[q_rows:] == 0).all()  # Q4_0 rows 8, Q4_1 rows 0
+    assert (arrays["layers.1.qkv.mins"][:, :q_rows] == 0).all()
+    assert_generates(int4_dir)
 
 
 def test_unpermutation_restores_the_original_q_and_k(tmp_path: Path) -> None:
