@@ -1,15 +1,18 @@
 """Benchmark ``rxstream serve``: 1, 4, 16 and 32 concurrent streaming clients, continuous batching
 on and off side by side.
 
-Starts ``rxstream serve`` in a subprocess once per mode (``--batching on``: the requests share
-one decode step per token; ``--batching off``: one generation loop per request, the mode before
-batching), on the default model when it is in the cache (``--model int4`` for its int4 build),
-else the tiny random-weight model. For each concurrency level it runs that many clients at once,
-each streaming ``/v1/chat/completions`` requests back to back (greedy; every prompt distinct, so
-no two requests share a prefill). Reports aggregate generated tokens per second (completion
-tokens from the usage chunk / wall time of the level), p50/p95 time to first text (TTFT, from
-sending the request to the first non-empty content delta), p50 request time and the server
-process's peak resident memory during the level (sampled every 20 ms).
+Starts ``rxstream serve`` in a subprocess once per mode (``on``: ``--batching on``, the requests
+share one decode step per token, and a prompt that starts like one in the batch copies those
+positions; ``noshare``: batching on with ``--prefix-sharing off``, every prompt read in full;
+``off``: ``--batching off``, one generation loop per request, the mode before batching), on the
+default model when it is in the cache (``--model int4`` for its int4 build), else the tiny
+random-weight model. For each concurrency level it runs that many clients at once, each
+streaming ``/v1/chat/completions`` requests back to back (greedy; every prompt distinct, but all
+begin with the chat template's default system prompt, as chats do). Reports aggregate generated
+tokens per second (completion tokens from the usage chunk / wall time of the level), p50/p95
+time to first text (TTFT, from sending the request to the first non-empty content delta), p50
+request time and the server process's peak resident memory during the level (sampled every
+20 ms).
 
     .venv/bin/python benchmarks/serve.py                      # default model if cached, else tiny
     .venv/bin/python benchmarks/serve.py --model int4
@@ -190,7 +193,7 @@ async def run_level(
         async def worker(index: int) -> list[RequestResult]:
             out = []
             for r in range(requests_per_client):
-                # distinct prompts: no two requests of a level share a prefill
+                # distinct prompts (no two requests share a whole prompt; the template's prefix they do)
                 question = f"({concurrency}.{index}.{r}) " + QUESTIONS[(index + r) % len(QUESTIONS)]
                 out.append(await one_request(client, url, question, max_tokens))
             return out
@@ -237,7 +240,8 @@ def write_results(path: Path, meta: dict[str, Any], runs: list[tuple[str, list[L
         f"- model: {meta['model']}",
         f"- provider: {meta['provider']}",
         f"- requests: chat completions, streaming, greedy, `max_tokens={meta['max_tokens']}`, "
-        f"{meta['requests_per_client']} request(s) per client back to back, every prompt distinct; "
+        f"{meta['requests_per_client']} request(s) per client back to back, every prompt distinct "
+        "(all begin with the chat template's system prompt: 28 tokens in common); "
         "tokens counted from the usage chunk; TTFT = request sent -> first non-empty content delta; "
         "peak RSS = the server process's resident memory, highest sample (every 20 ms) during the level",
         f"- server: `--max-concurrency {meta['max_concurrency']}` (generation slots; with batching: "
@@ -250,7 +254,10 @@ def write_results(path: Path, meta: dict[str, Any], runs: list[tuple[str, list[L
     ]
     for mode, levels in runs:
         title = {
-            "on": "continuous batching (`--batching on`): one decode step for every request",
+            "on": "continuous batching (`--batching on`): one decode step for every request, "
+            "shared prompt prefixes read once",
+            "noshare": "continuous batching without prefix sharing (`--batching on --prefix-sharing off`): "
+            "every prompt read in full",
             "off": "one generation per request (`--batching off`): a loop per request on its own thread",
         }[mode]
         lines += [
@@ -287,13 +294,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-concurrency", type=int, default=32, help="server generation slots / batch size (default 32)"
     )
-    parser.add_argument("--modes", default="on,off", help="batching modes to run, in order (default on,off)")
+    parser.add_argument(
+        "--modes",
+        default="on,noshare,off",
+        help="modes to run, in order: on (batching), noshare (batching, no prefix sharing), off "
+        "(default on,noshare,off)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "serve.md")
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",") if x]
     modes = [m for m in args.modes.split(",") if m]
-    if any(m not in ("on", "off") for m in modes):
-        parser.error("--modes takes on and/or off")
+    if not modes or any(m not in ("on", "noshare", "off") for m in modes):
+        parser.error("--modes takes on, noshare and/or off")
 
     load_at_start = os.getloadavg()[0]
     results: dict[str, list[LevelResult]] = {m: [] for m in modes}
@@ -305,7 +317,10 @@ def main(argv: list[str] | None = None) -> int:
                 port = free_port()
                 url = f"http://127.0.0.1:{port}"
                 cmd = [sys.executable, "-m", "rxstream", "serve", "--port", str(port), "--model", model_arg]
-                cmd += ["--model-name", "bench", "--batching", mode, "--provider", args.provider]
+                batching = "off" if mode == "off" else "on"
+                sharing = "off" if mode == "noshare" else "on"
+                cmd += ["--model-name", "bench", "--batching", batching, "--provider", args.provider]
+                cmd += ["--prefix-sharing", sharing]
                 cmd += ["--max-concurrency", str(args.max_concurrency), "--log-level", "warning"]
                 proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
                 procs[mode] = (proc, url)
@@ -318,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                         run_level(url, level, args.requests_per_client, args.max_tokens, proc.pid)
                     )
                     print(
-                        f"batching {mode:>3}, {level:>3} clients: {result.tokens} tokens "
+                        f"{mode:>7}, {level:>3} clients: {result.tokens} tokens "
                         f"in {result.wall_s:.2f}s = "
                         f"{result.tokens_per_s:.1f} tok/s; TTFT p50 {result.ttft_p50_ms:.0f} ms, "
                         f"p95 {result.ttft_p95_ms:.0f} ms; peak RSS {result.peak_rss_mb:.0f} MB; "

@@ -52,7 +52,7 @@ from ._kvcache import KVOps, PaddedCache, SlotCache, batch_layout
 from ._sampling import check_int
 from ._session import DecoderSession
 
-__all__ = ["DEFAULT_KV_TOKENS", "BatchConfig", "BatchRow", "BatchScheduler", "batched_observable"]
+__all__ = ["DEFAULT_KV_TOKENS", "MIN_SHARED_PREFIX", "BatchConfig", "BatchRow", "BatchScheduler", "batched_observable"]
 
 log = logging.getLogger("rxstream.backends")
 
@@ -61,6 +61,9 @@ _CAPACITY_STEP = 64
 
 DEFAULT_KV_TOKENS = 65536
 """KV-cache positions a batch holds at most by default (or the model's context, if larger)."""
+
+MIN_SHARED_PREFIX = 4
+"""Shorter common prefixes are prefilled anew (the copy would cost about what it saves)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,17 +80,24 @@ class BatchConfig:
         prefill_chunk: prompt tokens per prefill pass. Larger chunks prefill faster (bigger matrix
             products), smaller ones let the decoding rows' next tokens out sooner while a long
             prompt is read (a decode step waits for at most about one chunk of prefill).
+        share_prefix: a prompt that begins with tokens another row in the batch already holds
+            in its cache (a chat template's system prompt, an earlier turn of the same chat)
+            starts from a copy of those positions and prefills only the rest (at least
+            ``MIN_SHARED_PREFIX`` tokens shared; the last prompt token is always computed).
     """
 
     max_batch: int = 16
     max_kv_tokens: int | None = None
     prefill_chunk: int = 256
+    share_prefix: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "max_kv_tokens", "prefill_chunk"):
             value = getattr(self, name)
             if value is not None or name != "max_kv_tokens":
                 check_int("BatchConfig", name, value, minimum=1)
+        if not isinstance(self.share_prefix, bool):
+            raise TypeError(f"BatchConfig: share_prefix must be a bool, got {self.share_prefix!r}")
 
     def kv_budget(self, context_length: int) -> int:
         """:attr:`max_kv_tokens`, with None resolved for a model of ``context_length`` tokens."""
@@ -181,6 +191,7 @@ class BatchScheduler:
         self._thread: threading.Thread | None = None
         self._steps = 0
         self._prefill_tokens = 0
+        self._shared_tokens = 0
         self._peak_rows = 0
         self._peak_kv = 0
         self._snapshot: dict[str, Any] = {}
@@ -464,6 +475,8 @@ class BatchScheduler:
             if budget <= 0:
                 break
             chunk = self.config.prefill_chunk
+            if row.prefilled == 0 and self.config.share_prefix:
+                self._share_prefix(row)
             while budget > 0 and row.prefilled < len(row.prompt) and not row.cancelled:
                 end = min(row.prefilled + chunk, len(row.prompt))
                 ids = np.asarray([row.prompt[row.prefilled : end]], dtype=np.int64)
@@ -477,6 +490,45 @@ class BatchScheduler:
                 row.prefilled = end
                 if end == len(row.prompt):
                     self._start_decoding(row, logits[0, -1])
+
+    def _share_prefix(self, row: BatchRow) -> None:
+        """Start ``row`` from the longest prefix of its prompt that another row holds in the cache
+        (a decoding row: its prompt; a prefilling one: what it has read so far)."""
+        best: BatchRow | None = None
+        best_length = MIN_SHARED_PREFIX - 1
+        limit = len(row.prompt) - 1  # the last prompt token is computed: its logits are needed
+        for other in self._rows:
+            if other is row or other.cancelled:
+                continue
+            if other.state == "decode":
+                cached = len(other.prompt)
+            elif other.state == "prefill":
+                cached = other.prefilled
+            else:
+                continue
+            length = _common_prefix(row.prompt, other.prompt, min(limit, cached))
+            if length > best_length:
+                best, best_length = other, length
+        if best is None:
+            return
+        try:
+            if self._slots is not None:
+                self._slots.copy_slot(best.slot, row.slot)  # positions past the prefix: overwritten
+            else:
+                assert self._padded is not None
+                if best.state == "decode":
+                    start = int(np.argmax(self._padded.mask[best.slot] > 0))
+                    values, rows = self._padded.values, [best.slot]
+                else:
+                    assert best.past is not None
+                    start, values, rows = 0, best.past, [0]
+                row.past = self._padded.ops.gather(values, rows, start, start + best_length)
+        except Exception:  # the copy failed: read the whole prompt instead
+            log.exception("batch scheduler: copying a shared prompt prefix failed")
+            row.past = None
+            return
+        row.prefilled = best_length
+        self._shared_tokens += best_length
 
     def _prefill_pass(self, row: BatchRow, ids: np.ndarray) -> npt.NDArray[np.float32]:
         done, seq = row.prefilled, ids.shape[1]
@@ -636,6 +688,7 @@ class BatchScheduler:
             "prefill_chunk": self.config.prefill_chunk,
             "decode_steps": self._steps,
             "prefill_tokens": self._prefill_tokens,
+            "shared_prefix_tokens": self._shared_tokens,
         }
         with self._cond:
             self._snapshot = snapshot
@@ -650,6 +703,16 @@ def _ready(row: BatchRow) -> bool:
     except Exception:
         log.exception("generate: ready() raised")
         return True
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
+    """How many leading ids ``a`` and ``b`` share, at most ``limit``."""
+    length = 0
+    for x, y in zip(a, b):
+        if length >= limit or x != y:
+            break
+        length += 1
+    return length
 
 
 def _slot_count(rows: int, max_batch: int) -> int:

@@ -83,6 +83,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="prompt tokens read per pass between decode steps (default 256)",
     )
     parser.add_argument(
+        "--prefix-sharing",
+        choices=("on", "off"),
+        default="on",
+        help="on: a prompt that starts like one already in the batch (a system prompt, an earlier "
+        "turn) copies those positions and reads only the rest (default); off: every prompt is read in full",
+    )
+    parser.add_argument(
         "--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for"
     )
     parser.add_argument(
@@ -172,6 +179,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
             batching=args.batching == "on",
             max_kv_tokens=args.kv_tokens,
             prefill_chunk=args.prefill_chunk,
+            share_prefix=args.prefix_sharing == "on",
             reasoning_format=args.reasoning_format,
         )
     except ServeError as exc:

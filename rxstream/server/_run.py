@@ -98,11 +98,14 @@ def describe_batching(model: Any, asked: bool) -> str:
     return (
         f"batching: on (up to {config.max_batch} requests per decode step, "
         f"{config.kv_budget(getattr(model, 'max_length', 0))} KV "
-        f"positions, prefill chunks of {config.prefill_chunk} tokens)"
+        f"positions, prefill chunks of {config.prefill_chunk} tokens, prefix sharing "
+        f"{'on' if config.share_prefix else 'off'})"
     )
 
 
-def _batch_config(batching: bool, limits: ServerLimits, max_kv_tokens: int | None, prefill_chunk: int) -> Any:
+def _batch_config(
+    batching: bool, limits: ServerLimits, max_kv_tokens: int | None, prefill_chunk: int, share_prefix: bool
+) -> Any:
     """The model's :class:`~rxstream.backends.BatchConfig` (False when batching is off)."""
     if not batching:
         return False
@@ -114,7 +117,10 @@ def _batch_config(batching: bool, limits: ServerLimits, max_kv_tokens: int | Non
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ServeError(f"{option} must be a positive int, got {value!r}")
     return BatchConfig(
-        max_batch=limits.max_concurrency, max_kv_tokens=max_kv_tokens, prefill_chunk=prefill_chunk
+        max_batch=limits.max_concurrency,
+        max_kv_tokens=max_kv_tokens,
+        prefill_chunk=prefill_chunk,
+        share_prefix=bool(share_prefix),
     )
 
 
@@ -187,6 +193,7 @@ def serve(
     batching: bool = True,
     max_kv_tokens: int | None = None,
     prefill_chunk: int = 256,
+    share_prefix: bool = True,
     reasoning_format: str = "auto",
 ) -> None:
     """Load ``model`` (a model directory or a known name) and serve it until interrupted.
@@ -194,7 +201,8 @@ def serve(
     ``batching`` (default): the requests' generations share one batch on the model (continuous
     batching: up to ``limits.max_concurrency`` rows, ``max_kv_tokens`` KV-cache positions (None:
     65536, or the model's context when larger),
-    prompts prefilled ``prefill_chunk`` tokens at a time; see
+    prompts prefilled ``prefill_chunk`` tokens at a time, a prompt's prefix that another row
+    holds copied when ``share_prefix``; see
     :class:`~rxstream.backends.BatchConfig`); ``batching=False``: one generation loop per request
     on its own thread (the mode before batching).
 
@@ -212,7 +220,7 @@ def serve(
         check_reasoning_format(reasoning_format)
     except ValueError as exc:
         raise ServeError(str(exc)) from None
-    batch_config = _batch_config(batching, limits, max_kv_tokens, prefill_chunk)
+    batch_config = _batch_config(batching, limits, max_kv_tokens, prefill_chunk, share_prefix)
     sock = listen(host, port)
     try:
         loaded, default_name = _load_model(model, provider, int4, batch_config)

@@ -328,7 +328,7 @@ def test_chunked_prefill_equals_one_pass_and_interleaves_with_decoding(
 ) -> None:
     """A 300-token prompt prefilled 16 tokens at a time: the same ids as one prefill pass, and the
     rows already decoding keep getting tokens while it is read."""
-    model = load(layout_dir, prefill_chunk=16)
+    model = load(layout_dir, prefill_chunk=16, share_prefix=False)  # the long prompt starts with base[0]
     base = prompts_for(model)
     long_prompt = (base[0] + base[4]) * 8
     long_prompt = long_prompt[:300]
@@ -538,6 +538,8 @@ def test_batch_config_checks_its_fields() -> None:
         BatchConfig(max_batch=0)
     with pytest.raises(TypeError, match="prefill_chunk"):
         BatchConfig(prefill_chunk=1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="share_prefix"):
+        BatchConfig(share_prefix=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="batching"):
         OnnxModel.load("nope", batching="yes")  # type: ignore[arg-type]
 
@@ -657,3 +659,96 @@ def test_the_process_exits_cleanly_right_after_a_disposal(layout_dir: Path) -> N
             timeout=120,
         )
         assert result.returncode == 0, result.stderr[-2000:]
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def test_a_prompt_sharing_a_decoding_rows_prefix_prefills_only_the_rest(
+    layout_dir: Path, alone: OnnxModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two chats with the same template prefix: the second row copies the first one's cached
+    prefix and reads only its own tokens, and still gives its single-run ids (logits within
+    float rounding: its prompt is read in other chunks than alone)."""
+    batched_log = LogitLog(monkeypatch, _scheduler)
+    alone_log = LogitLog(monkeypatch, _generation)
+    model = load(layout_dir)
+    first_prompt = prompt_of(model)
+    second_prompt = prompt_of(model, "Tell me a story about a lighthouse keeper and the sea.")
+    shared = common_prefix(first_prompt, second_prompt)
+    assert shared >= _scheduler.MIN_SHARED_PREFIX
+    first = Run()
+    second: list[Run] = []
+
+    def on_next(token: int) -> None:
+        first.ids.append(token)
+        if len(first.ids) == 3:
+            second.append(start(model, second_prompt, max_new_tokens=12, ignore_eos=True))
+
+    model.generate(first_prompt, on_finish=first.recorder, max_new_tokens=25, ignore_eos=True).subscribe(
+        on_next, first.errors.append, first.ended.set
+    )
+    assert first.ended.wait(30) and second[0].ended.wait(30)
+    assert not first.errors and not second[0].errors
+    assert first.ids == single(alone, first_prompt, max_new_tokens=25, ignore_eos=True)[0]
+    assert second[0].ids == single(alone, second_prompt, max_new_tokens=12, ignore_eos=True)[0]
+    stats = model.batch_stats()
+    assert stats is not None
+    assert stats["shared_prefix_tokens"] == shared
+    assert stats["prefill_tokens"] == len(first_prompt) + len(second_prompt) - shared
+    got, want = batched_log.logits[tuple(second_prompt)], alone_log.logits[tuple(second_prompt)]
+    worst = max(float(np.abs(a - b).max()) for a, b in zip(got, want, strict=True))
+    print(f"largest |shared prefix - alone| logit difference: {worst:.2e}")
+    assert worst <= LOGIT_TOLERANCE
+    wait_idle(model)
+
+
+def test_rows_arriving_together_share_a_prefix_read_in_the_same_iteration(
+    layout_dir: Path, alone: OnnxModel
+) -> None:
+    """Four chats queued at once: the first is read in full, the others copy the template prefix
+    from it (a row still prefilling is a source too) and read only their own tokens; with
+    ``share_prefix=False`` every prompt is read in full. The ids are the single runs' either way."""
+    questions = ["Why is the sky blue?", "Name three rivers.", "What is 2 + 2?", "Say hello."]
+    for share in (True, False):
+        model = load(layout_dir, share_prefix=share)
+        prompts = [prompt_of(model, q) for q in questions]
+        gate = threading.Event()
+        runs = [start(model, p, gate.is_set, max_new_tokens=8, ignore_eos=True) for p in prompts]
+        gate.set()
+        assert all(r.ended.wait(30) for r in runs)
+        for prompt, run in zip(prompts, runs, strict=True):
+            assert run.ids == single(alone, prompt, max_new_tokens=8, ignore_eos=True)[0]
+        stats = model.batch_stats()
+        assert stats is not None
+        total = sum(len(p) for p in prompts)
+        if share:
+            saved = sum(max(common_prefix(p, q) for q in prompts[:i]) for i, p in enumerate(prompts) if i)
+            assert saved >= 3 * _scheduler.MIN_SHARED_PREFIX
+            assert stats["shared_prefix_tokens"] == saved
+            assert stats["prefill_tokens"] == total - saved
+        else:
+            assert stats["shared_prefix_tokens"] == 0
+            assert stats["prefill_tokens"] == total
+        wait_idle(model)
+
+
+def test_a_short_common_prefix_is_not_copied(layout_dir: Path) -> None:
+    """Prompts sharing fewer than MIN_SHARED_PREFIX tokens are read in full."""
+    model = load(layout_dir)
+    base = prompt_of(model)
+    other = base[: _scheduler.MIN_SHARED_PREFIX - 1] + [
+        (t + 1) % model.vocab_size for t in base[_scheduler.MIN_SHARED_PREFIX - 1 :]
+    ]
+    gate = threading.Event()
+    runs = [start(model, p, gate.is_set, max_new_tokens=4, ignore_eos=True) for p in (base, other)]
+    gate.set()
+    assert all(r.ended.wait(30) for r in runs)
+    stats = model.batch_stats()
+    assert stats is not None and stats["shared_prefix_tokens"] == 0
+    assert stats["prefill_tokens"] == 2 * len(base)
+    wait_idle(model)

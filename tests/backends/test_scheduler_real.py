@@ -13,7 +13,7 @@ from reactivex import operators as ops
 from rxstream.backends import OnnxModel
 from rxstream.backends.onnx import _generation, _scheduler
 from tests.backends.test_model_real import _pull
-from tests.backends.test_scheduler import LogitLog, start, wait_idle
+from tests.backends.test_scheduler import LogitLog, common_prefix, start, wait_idle
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
@@ -27,8 +27,9 @@ QUESTIONS = [
 ]
 
 LOGIT_TOLERANCE = {"fp32": 1e-4, "int4": 5e-4}
-"""Largest |batched - alone| logit difference allowed (measured on these prompts: 0 for fp32,
-1.7e-4 for int4, whose 4-bit matrix products take another path for several rows)."""
+"""Largest |batched - alone| logit difference allowed (measured on these prompts, whose rows also
+share the template's prefix: 0 for fp32, 1.7e-4 for int4, whose 4-bit matrix products take another
+path for several rows)."""
 
 
 @pytest.mark.parametrize("quantization", ["fp32", "int4"])
@@ -54,4 +55,9 @@ def test_real_model_batched_greedy_equals_alone(quantization: str, monkeypatch: 
     assert worst <= LOGIT_TOLERANCE[quantization]
     stats = model.batch_stats()
     assert stats is not None and stats["peak_rows"] == len(prompts)
+    # the chat template's system prompt is read once; the other rows copy it
+    shared = sum(common_prefix(p, prompts[0]) for p in prompts[1:])
+    assert shared > 20 * (len(prompts) - 1)
+    assert stats["shared_prefix_tokens"] == shared
+    assert stats["prefill_tokens"] == sum(len(p) for p in prompts) - shared
     wait_idle(model)

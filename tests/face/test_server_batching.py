@@ -117,6 +117,7 @@ def test_concurrent_streams_share_the_batch_and_each_gets_its_own_answer(
     assert health["batching"] is True
     assert health["batch"]["peak_rows"] >= 4  # they really ran together
     assert health["batch"]["max_batch"] == 32
+    assert health["batch"]["shared_prefix_tokens"] > 0  # the template's prefix was read once
 
 
 def test_32_streams_with_random_disconnects_leave_nothing_behind(
