@@ -17,15 +17,21 @@ so it is never inside ONNX Runtime while the process tears down) loops:
 A row that ends (EOS, stop id, budget, context, failure) or is disposed leaves at once and its
 KV cache is freed; the rest go on. Rows whose prompts are equal token for token and arrive together
 (``n > 1``: :meth:`~rxstream.backends.OnnxModel.generate_n`) are prefilled once: the others start
-from a copy of that KV cache and of its last logits. A row can be paused by its consumer
-(``ready`` returns False while it is behind): it skips decode steps without holding the others.
+from a copy of that KV cache and of its last logits. A row whose prompt begins with tokens another
+row holds in the cache (``share_prefix``: a chat template's system prompt) copies
+the longest such prefix (at least ``MIN_SHARED_PREFIX`` tokens) when its prefill starts and reads
+only the rest; the source may itself still be reading its prompt (what it has read counts). A
+row can be paused by its consumer (``ready`` returns False while it is behind): it skips decode
+steps without holding the others.
 
 Exactness: each row's sampler sees its own logits row; a row's prefill is chunked the same way
-alone or in company. Measured |batched - alone| logit differences (tests/backends/
-test_scheduler.py, test_scheduler_real.py): 0 for float32 GroupQueryAttention graphs (the tiny
-model and SmolLM2: batched products round each row as a one-row product does), 4.8e-6 for the
-tiny plain-attention graph (left padding changes the softmax's reduction width), 1.7e-4 for
-SmolLM2's int4 build (its 4-bit kernel takes another path for several rows). Greedy ids are equal
+alone or in company, except that a shared prefix is not read again (its positions then come
+from another pass over the same tokens). Measured |batched - alone| logit differences
+(tests/backends/test_scheduler.py, test_scheduler_real.py, prefix sharing on): 0 for SmolLM2's
+float32 GroupQueryAttention graph (batched products round each row as a one-row product does),
+2.5e-6 for the tiny GroupQueryAttention graph and 4.8e-6 for the tiny plain-attention graph (left
+padding changes the softmax's reduction width), 1.7e-4 for SmolLM2's int4 build (its 4-bit kernel
+takes another path for several rows). Greedy ids are equal
 on every test prompt; a near tie could still flip where logits differ.
 """
 
@@ -52,7 +58,14 @@ from ._kvcache import KVOps, PaddedCache, SlotCache, batch_layout
 from ._sampling import check_int
 from ._session import DecoderSession
 
-__all__ = ["DEFAULT_KV_TOKENS", "MIN_SHARED_PREFIX", "BatchConfig", "BatchRow", "BatchScheduler", "batched_observable"]
+__all__ = [
+    "DEFAULT_KV_TOKENS",
+    "MIN_SHARED_PREFIX",
+    "BatchConfig",
+    "BatchRow",
+    "BatchScheduler",
+    "batched_observable",
+]
 
 log = logging.getLogger("rxstream.backends")
 
@@ -81,7 +94,7 @@ class BatchConfig:
             products), smaller ones let the decoding rows' next tokens out sooner while a long
             prompt is read (a decode step waits for at most about one chunk of prefill).
         share_prefix: a prompt that begins with tokens another row in the batch already holds
-            in its cache (a chat template's system prompt, an earlier turn of the same chat)
+            in its cache (a chat template's system prompt; rows that ended are not kept)
             starts from a copy of those positions and prefills only the rest (at least
             ``MIN_SHARED_PREFIX`` tokens shared; the last prompt token is always computed).
     """
@@ -708,7 +721,7 @@ def _ready(row: BatchRow) -> bool:
 def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
     """How many leading ids ``a`` and ``b`` share, at most ``limit``."""
     length = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if length >= limit or x != y:
             break
         length += 1

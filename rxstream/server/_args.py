@@ -86,8 +86,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--prefix-sharing",
         choices=("on", "off"),
         default="on",
-        help="on: a prompt that starts like one already in the batch (a system prompt, an earlier "
-        "turn) copies those positions and reads only the rest (default); off: every prompt is read in full",
+        help="on: a prompt that starts like one already in the batch (a system prompt) copies"
+        " those positions and reads only the rest (default); off: every prompt is read in full",
     )
     parser.add_argument(
         "--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for"

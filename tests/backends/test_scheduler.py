@@ -25,8 +25,9 @@ from rxstream.backends import OnnxModel, build_tiny_model
 from rxstream.backends.onnx import BatchConfig, Sampler, _generation, _kvcache, _scheduler
 
 LOGIT_TOLERANCE = 1e-4
-"""Largest |batched - alone| logit difference allowed on the tiny models (measured: 0 in the slot
-layout, 4.8e-6 in the padded layout, whose attention runs over the padded width)."""
+"""Largest |batched - alone| logit difference allowed on the tiny models (measured: 2.5e-6 in the
+slot layout, where rows sharing a prefix read their prompts in other chunks than alone, 4.8e-6 in
+the padded layout, whose attention runs over the padded width)."""
 
 
 @pytest.fixture(scope="module")
