@@ -272,10 +272,11 @@ def test_n_choices_each_stop_on_their_own(server: str, model: OnnxModel) -> None
     assert choices[0]["finish_reason"] == "stop" and choices[0]["stop_reason"] == stop_string
     assert choices[0]["text"] == first[: first.index(stop_string)]
     assert choices[1]["finish_reason"] == want[1][1] and choices[1]["text"] == want[1][0]
-    assert (
-        len(choices[1]["logprobs"]["tokens"]) == len(model.encode(want[1][0]))
-        or choices[1]["logprobs"]["tokens"]
-    )
+    # one entry per generated token of the unstopped choice; the stopped one's cover its text
+    assert len(choices[1]["logprobs"]["tokens"]) == want[1][2]
+    offsets = choices[0]["logprobs"]["text_offset"]
+    assert offsets == sorted(offsets) and all(o < len(choices[0]["text"]) for o in offsets)
+    assert 0 < len(choices[0]["logprobs"]["tokens"]) < want[0][2]
 
 
 def test_n_choices_are_streamed_interleaved_as_they_come(model: OnnxModel) -> None:
