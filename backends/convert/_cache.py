@@ -201,49 +201,11 @@ def signals_raise() -> Iterator[None]:
     try:
         yield
     except _Signalled as caught:
-        _restore(previous)
-        _redeliver(caught.signum)
-    else:
-        late = _restore(previous)
-        if late is not None:  # it arrived as the body ended: it still ends the process
-            _redeliver(late)
-    finally:
-        _restore(previous)
-
-
-def _flush_pending() -> None:
-    """A Python-level call: the interpreter runs the handlers of signals that have arrived."""
-
-
-def _restore(previous: dict[int, Any]) -> int | None:
-    """Put the earlier handlers back without losing a signal that arrived just before.
-
-    CPython runs a handler at the next bytecode check after the signal; a signal that arrived in
-    the body's last C call is still pending then, and would be dropped once its default handler
-    is back. So the signals are blocked, pending handlers run, then the old handlers return and
-    the signals are unblocked. Returns the signal caught meanwhile, if any.
-    """
-    if not previous:
-        return None
-    caught: int | None = None
-    blockable = hasattr(signal, "pthread_sigmask")
-    if blockable:
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, list(previous))
-    try:
-        try:
-            _flush_pending()
-        except _Signalled as late:
-            caught = late.signum
         for sig, old in previous.items():
             signal.signal(sig, old)
         previous.clear()
+        os.kill(os.getpid(), caught.signum)
+        raise SystemExit(128 + caught.signum) from None  # if the signal is blocked in this thread
     finally:
-        if blockable:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    return caught
-
-
-def _redeliver(signum: int) -> None:
-    """End the process by ``signum`` with its default action (the handlers are restored)."""
-    os.kill(os.getpid(), signum)
-    raise SystemExit(128 + signum) from None  # if the signal is blocked in this thread
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -246,8 +246,18 @@ def test_cancel_one_row_mid_batch_others_go_on_unchanged(layout_dir: Path, alone
     model = load(layout_dir)
     prompts = prompts_for(model)[:4]
     gate = threading.Event()
-    runs = [start(model, p, gate.is_set, max_new_tokens=30, ignore_eos=True) for p in prompts]
+    disposed = threading.Event()
+    seen: list[Run] = []
+
+    def victim_ready() -> bool:  # the victim pauses at 6 ids until it is disposed (a slow consumer)
+        return gate.is_set() and (not seen or len(seen[0].ids) < 6 or disposed.is_set())
+
+    runs = [
+        start(model, p, victim_ready if i == 1 else gate.is_set, max_new_tokens=30, ignore_eos=True)
+        for i, p in enumerate(prompts)
+    ]
     victim = runs[1]
+    seen.append(victim)
     stopped_at: list[int] = []
 
     def watch() -> None:  # dispose from another thread once the victim has 6 ids
@@ -255,6 +265,7 @@ def test_cancel_one_row_mid_batch_others_go_on_unchanged(layout_dir: Path, alone
             time.sleep(0.0005)
         victim.subscription.dispose()
         stopped_at.append(len(victim.ids))
+        disposed.set()
 
     watcher = threading.Thread(target=watch)
     watcher.start()
