@@ -287,10 +287,21 @@ class SlotCache:
         self.values = []
         self.slots = self.capacity = 0
 
-    def copy_slot(self, src: int, dst: int) -> None:
-        """Copy slot ``src`` (every position) over slot ``dst``."""
+    def copy_slot(self, src: int, dst: int, length: int | None = None) -> None:
+        """Copy the first ``length`` positions (None: every position) of slot ``src`` over slot
+        ``dst``. A short prefix is copied head by head (a head's positions are contiguous), so a
+        prompt's few shared positions cost what they hold, not the slot's whole capacity."""
         g = self.graph
-        self.ops.copy(self.values, src, dst, [1, g.kv_heads, self.capacity, g.head_dim], self._row_stride())
+        stride = self._row_stride()
+        if length is None or 2 * length >= self.capacity:
+            self.ops.copy(self.values, src, dst, [1, g.kv_heads, self.capacity, g.head_dim], stride)
+            return
+        if length <= 0:
+            return
+        head = self.capacity * g.head_dim * np.dtype(self.ops.np_type).itemsize
+        for h in range(g.kv_heads):
+            offset = h * head
+            self.ops.copy(self.values, src * stride + offset, dst * stride + offset, [1, 1, length, g.head_dim], 1)
 
     def run(
         self, start: int, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray

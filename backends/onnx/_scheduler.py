@@ -389,7 +389,7 @@ class BatchScheduler:
         length = len(row.prompt)
         try:
             if self._slots is not None:
-                self._slots.copy_slot(source.slot, row.slot)  # positions past the prompt: unused
+                self._slots.copy_slot(source.slot, row.slot, length)
             else:
                 assert self._padded is not None
                 start = int(np.argmax(self._padded.mask[source.slot] > 0))
@@ -438,7 +438,8 @@ class BatchScheduler:
                 last = self._rows[-1]
                 if last is not row:
                     if last.state in ("decode", "prefill"):
-                        self._slots.copy_slot(last.slot, row.slot)
+                        held = last.length if last.state == "decode" else last.prefilled
+                        self._slots.copy_slot(last.slot, row.slot, held)
                     last.slot = row.slot
                     self._rows[row.slot] = last
                 self._rows.pop()
@@ -526,7 +527,7 @@ class BatchScheduler:
             return
         try:
             if self._slots is not None:
-                self._slots.copy_slot(best.slot, row.slot)  # positions past the prefix: overwritten
+                self._slots.copy_slot(best.slot, row.slot, best_length)
             else:
                 assert self._padded is not None
                 if best.state == "decode":
@@ -561,7 +562,7 @@ class BatchScheduler:
         length = len(row.prompt)
         if self._slots is not None:
             for f in followers:
-                self._slots.copy_slot(row.slot, f.slot)
+                self._slots.copy_slot(row.slot, f.slot, length)
         else:
             assert self._padded is not None and row.past is not None
             first = self._padded.rows

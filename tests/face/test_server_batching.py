@@ -242,7 +242,9 @@ def test_n_choices_read_the_prompt_once(batched: OnnxModel, model_dir: Path) -> 
     msgs = [{"role": "user", "content": QUESTIONS[7]}]
     with run_in_thread(app) as url:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-        reply = client.chat.completions.create(model="tiny", messages=msgs, max_tokens=25, n=4, **SAMPLING)  # type: ignore[arg-type]
+        # 80 tokens: long enough that no choice can end before the last one has joined the batch
+        # (a prompt is shared only while a row holds it), even on a loaded machine
+        reply = client.chat.completions.create(model="tiny", messages=msgs, max_tokens=80, n=4, **SAMPLING)  # type: ignore[arg-type]
         assert_idle(url, batched)
     prompt = batched.encode_chat(msgs)
     stats = batched.batch_stats()
@@ -250,7 +252,7 @@ def test_n_choices_read_the_prompt_once(batched: OnnxModel, model_dir: Path) -> 
     alone = OnnxModel.load(model_dir, provider="cpu", batching=False)
     for choice in reply.choices:
         seed = SAMPLING["seed"] + choice.index
-        ids = alone.generate(prompt, max_new_tokens=25, temperature=1.0, seed=seed).pipe(ops.to_list()).run()
+        ids = alone.generate(prompt, max_new_tokens=80, temperature=1.0, seed=seed).pipe(ops.to_list()).run()
         text = "".join(
             reactivex.from_iterable(ids)
             .pipe(detokenize(alone.tokenizer, prompt_ids=prompt), ops.to_list())
