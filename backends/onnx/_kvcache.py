@@ -301,7 +301,8 @@ class SlotCache:
         head = self.capacity * g.head_dim * np.dtype(self.ops.np_type).itemsize
         for h in range(g.kv_heads):
             offset = h * head
-            self.ops.copy(self.values, src * stride + offset, dst * stride + offset, [1, 1, length, g.head_dim], 1)
+            shape = [1, 1, length, g.head_dim]
+            self.ops.copy(self.values, src * stride + offset, dst * stride + offset, shape, 1)
 
     def run(
         self, start: int, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray
