@@ -50,8 +50,10 @@ vLLM reports by default). ``bytes`` are each token's own UTF-8 bytes (a characte
 tokens is rebuilt by joining them); ``token`` is those bytes as text, a partial character escaped
 as ``\\xNN``; ``-inf`` is sent as -9999.0. There is one entry per generated token whose text the
 response holds whole: a token that a stop string cuts, even in part, has none (its text before the
-cut is in the response). The served model must take ``generate(..., logprobs=k)`` (see
-:class:`~rxstream.GenerativeModel`), else such a request is a 400. A chat routed into reasoning
+cut is in the response), nor has one that holds the first bytes of a character the stop cuts;
+streamed, a token that ends inside a character comes with the token that completes it. The
+served model must take ``generate(..., logprobs=k)`` (see :class:`~rxstream.GenerativeModel`),
+else such a request is a 400. A chat routed into reasoning
 or tool calls (below) has the answer's tokens in ``logprobs.content`` (after its ``stop`` and
 ``replace``) and the reasoning's in ``logprobs.reasoning_content`` (same entries; an extension
 named after the message's ``reasoning_content``, as vLLM spells it). Delimiter and tool-call

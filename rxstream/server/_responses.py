@@ -80,7 +80,7 @@ class ChatOutput:
     its ``logprobs``.
     """
 
-    def __init__(self, reasoning: bool, logprobs: ChatLogprobs | None = None) -> None:
+    def __init__(self, reasoning: bool, names: TokenNames | None = None) -> None:
         self.reasoning = reasoning
         self.content: list[str] = []
         self.thoughts: list[str] = []
@@ -88,7 +88,8 @@ class ChatOutput:
         self.valid: set[int] = set()  # positions in self.calls of the calls that ended valid
         self.invalid: list[dict[str, Any]] = []
         self._position: dict[int, int] = {}  # the parser's call index -> position in self.calls
-        self._lp = logprobs
+        # one per text: a token that ends inside a character waits for the rest in its own text
+        self._lp = None if names is None else (ChatLogprobs(names), ChatLogprobs(names))
         self.content_logprobs: list[dict[str, Any]] = []
         self.reasoning_logprobs: list[dict[str, Any]] = []
 
@@ -122,13 +123,31 @@ class ChatOutput:
         if self._lp is None or (delta is None and extension is None):
             return delta, extension, None
         if isinstance(item, TextDelta) and item.piece is not None:
-            entries = self._lp.entries(item.piece)
             if item.kind == "content":
+                entries = self._lp[0].entries(item.piece)
                 self.content_logprobs += entries
                 return delta, extension, self.chunk_logprobs(content=entries)
+            entries = self._lp[1].entries(item.piece)
             self.reasoning_logprobs += entries
             return delta, extension, self.chunk_logprobs(reasoning=entries)
         return delta, extension, self.chunk_logprobs()
+
+    def finish(self, cut: bool) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """At the end: ``(delta, logprobs)`` of a last chunk for the entries that waited for a
+        character never completed (see :meth:`ChatLogprobs.finish`), or None."""
+        if self._lp is None:
+            return None
+        content, reasoning = self._lp[0].finish(cut), self._lp[1].finish(cut)
+        if not content and not reasoning:
+            return None
+        self.content_logprobs += content
+        self.reasoning_logprobs += reasoning
+        delta = {"content": ""} if content else {}
+        if reasoning:
+            delta["reasoning_content"] = ""
+        logprobs = self.chunk_logprobs(content=content, reasoning=reasoning)
+        assert logprobs is not None
+        return delta, logprobs
 
     def _add(self, item: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         if isinstance(item, TextDelta):
@@ -213,6 +232,12 @@ class _Logprobs:
             return {"content": self.chat_lp.entries(piece), "refusal": None}
         return self.completion_lp.entries(piece)
 
+    def finish(self, cut: bool) -> dict[str, Any] | None:
+        """The ``logprobs`` of the chat entries that waited at the end for a character never
+        completed (see :meth:`ChatLogprobs.finish`), or None."""
+        tail = self.chat_lp.finish(cut) if self.chat else []
+        return {"content": tail, "refusal": None} if tail else None
+
     def join(self, parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """The ``logprobs`` object of a whole choice, from its chunks' shares."""
         if self.chat:
@@ -230,8 +255,13 @@ def _chat_output(gen: Generation, names: TokenNames | None) -> ChatOutput | None
     """A routed chat's :class:`ChatOutput` (with its log-probabilities when asked), else None."""
     if not gen.routed:
         return None
-    entries = None if gen.request.logprobs is None or names is None else ChatLogprobs(names)
-    return ChatOutput(gen.plan.has_reasoning, entries)
+    return ChatOutput(gen.plan.has_reasoning, None if gen.request.logprobs is None else names)
+
+
+def _cut(gen: Generation) -> bool:
+    """Whether a stop string ended the generation (a character it cut is not in the text)."""
+    finish = gen.recorder.finish
+    return finish is not None and finish.reason is FinishReason.STOP
 
 
 def _first_logprobs(output: ChatOutput | None, shape: _Logprobs | None) -> dict[str, Any] | None:
@@ -335,6 +365,13 @@ async def collect(
                     result.logprobs.append(shape.of(value))
     except Exception as exc:
         return exc, []
+    for result, shape in zip(results, shapes, strict=True):
+        if result.output is not None:
+            result.output.finish(_cut(result.gen))
+        elif shape is not None:
+            tail = shape.finish(_cut(result.gen))
+            if tail is not None:
+                result.logprobs.append(tail)
     return None, results
 
 
@@ -452,6 +489,15 @@ async def stream_events(
                     else:
                         yield chunk(i, value)
                 elif kind == "end":
+                    output, shape = outputs[i], shapes[i]
+                    if output is not None:
+                        last = output.finish(_cut(gens[i]))
+                        if last is not None:
+                            yield chunk(i, None, delta=last[0], logprobs=last[1])
+                    elif shape is not None:
+                        tail = shape.finish(_cut(gens[i]))
+                        if tail is not None:
+                            yield chunk(i, "", logprobs=tail)
                     reason, stop_reason = chat_finish(gens[i], outputs[i])
                     yield chunk(i, None if chunk.chat else "", reason, stop_reason)
                 else:

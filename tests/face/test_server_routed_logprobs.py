@@ -255,8 +255,10 @@ def test_a_stop_inside_an_answer_token_keeps_the_entries_of_the_whole_tokens(
 ) -> None:
     """The stop string starts inside a token of the answer: the text before it is sent, that
     token (cut in part) has no entry, and the entries are the answer's tokens the text holds
-    whole -- the same entries the plain pipeline gives the same answer and stop. The same string
-    inside the reasoning cuts nothing there."""
+    whole -- the same entries the plain pipeline gives the same answer and stop. Before ``✓``
+    that includes `` \\xe2``, the token of the space and ✓'s first byte: the stop cuts ✓, so its
+    bytes are not all in the text and it has no entry either. The same string inside the
+    reasoning cuts nothing there."""
     reasoning = REASONING + "Zürich ✓, ich.\n"  # the stop string in the reasoning: not a stop there
     reply = f"<think>{reasoning}</think>\n\n{ANSWER}"
     model = LogprobModel(smollm2_tokenizer, QWEN3_TEMPLATE, reply)
@@ -276,12 +278,10 @@ def test_a_stop_inside_an_answer_token_keeps_the_entries_of_the_whole_tokens(
     assert choice["message"]["reasoning_content"] == reasoning
     entries = choice["logprobs"]["content"]
     assert same_tokens(entries) == same_tokens(plain["logprobs"]["content"])
-    assert positions(entries) == list(range(positions(entries)[0], positions(entries)[-1] + 1))
-    if stop == "ich":  # the tokens before the cut one: their bytes are the text up to it
-        whole_tokens = covered(spans, answer_at, cut)
-        assert positions(entries) == whole_tokens
-        end = spans[whole_tokens[-1]][1]
-        assert rebuilt(entries) == reply[answer_at:end] and len(content) > end - answer_at
+    whole_tokens = covered(spans, answer_at, cut)  # the tokens before the cut one
+    assert positions(entries) == whole_tokens
+    end = spans[whole_tokens[-1]][1]  # their bytes are the text up to the cut token's
+    assert rebuilt(entries) == reply[answer_at:end] and len(content) > end - answer_at
     assert rebuilt(choice["logprobs"]["reasoning_content"]) == reasoning
     assert (got["content"], got["reasoning"]) == (content, reasoning)
     assert got["entries"] == entries
@@ -400,3 +400,30 @@ def test_n_routed_choices_each_get_their_own_entries(smollm2_tokenizer: Tokenize
         got = reassembled([c for c in chunks if c["choices"][0]["index"] == i])
         assert got["entries"] == body["choices"][i]["logprobs"]["content"]
         assert got["thought_entries"] == body["choices"][i]["logprobs"]["reasoning_content"]
+
+
+@pytest.mark.parametrize("template", [QWEN3_TEMPLATE, CHATML], ids=["routed", "plain"])
+def test_a_budget_that_ends_inside_a_character_keeps_its_tokens_entries(
+    smollm2_tokenizer: Tokenizer, template: str
+) -> None:
+    """``max_tokens`` ends the answer after the first two of ✓'s three byte tokens: the text ends
+    with U+FFFD (as ``tokenizer.decode``), and those tokens' entries come in a last chunk before
+    the finish: one entry per generated token of the answer, their bytes the answer's."""
+    reply = QWEN3_REPLY if template == QWEN3_TEMPLATE else ANSWER
+    ids = smollm2_tokenizer.encode(reply, add_special_tokens=False).ids
+    answer_ids = smollm2_tokenizer.encode(ANSWER, add_special_tokens=False).ids
+    budget = len(ids) - len(answer_ids) + answer_ids.index(smollm2_tokenizer.token_to_id("ľ")) + 1
+    model = LogprobModel(smollm2_tokenizer, template, reply)
+    with serving(model) as url:
+        body = whole(url, logprobs=True, max_tokens=budget)
+        chunks = streamed(url, logprobs=True, max_tokens=budget)
+    (choice,) = body["choices"]
+    assert choice["finish_reason"] == "length"
+    assert choice["message"]["content"] == "It is 4 \ufffd"
+    entries = choice["logprobs"]["content"]
+    assert positions(entries) == list(range(budget - 6, budget))  # It, is, " ", 4, " \\xe2", \\x9c
+    assert b"".join(bytes(e["bytes"]) for e in entries) == "It is 4 ✓".encode()[:-1]
+    got = reassembled(chunks)
+    assert got["content"] == "It is 4 \ufffd" and got["entries"] == entries
+    last = [c["choices"][0] for c in chunks][-2]  # the entries that waited, before the finish chunk
+    assert [e["token"] for e in last["logprobs"]["content"]] == [" \\xe2", "\\x9c"]
