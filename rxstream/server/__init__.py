@@ -50,8 +50,18 @@ vLLM reports by default). ``bytes`` are each token's own UTF-8 bytes (a characte
 tokens is rebuilt by joining them); ``token`` is those bytes as text, a partial character escaped
 as ``\\xNN``; ``-inf`` is sent as -9999.0. There is one entry per generated token whose text the
 response holds whole: a token that a stop string cuts, even in part, has none (its text before the
-cut is in the response). The served model must take ``generate(..., logprobs=k)`` (see
-:class:`~rxstream.GenerativeModel`), else such a request is a 400.
+cut is in the response), nor has one that holds the first bytes of a character the stop cuts;
+streamed, a token that ends inside a character comes with the token that completes it. The served
+model must take ``generate(..., logprobs=k)`` (see :class:`~rxstream.GenerativeModel`), else such a
+request is a 400. A chat routed into reasoning or tool calls (below) has the answer's tokens in
+``logprobs.content`` (after its ``stop`` and ``replace``) and the reasoning's in
+``logprobs.reasoning_content`` (same entries; an extension named after the message's
+``reasoning_content``, as vLLM spells it). Delimiter and tool-call tokens have no entries (OpenAI
+gives tool calls none), nor does a token whose text no channel holds whole (one that runs into a
+delimiter or into the whitespace dropped after a region), so each list's ``bytes`` rebuild its text
+(up to a stop's cut). Streamed, every chunk but the last carries a ``logprobs`` object
+(``{"content": [], "refusal": null}`` where it has no entries, the role chunk included, as OpenAI's
+stream).
 
 ``n`` (up to ``ServerLimits.max_n``) runs n generations of the prompt (choice ``i`` samples with
 ``seed + i``); each choice has its own ``index``, stop and ``finish_reason``. Streamed, every

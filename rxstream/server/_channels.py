@@ -12,12 +12,14 @@ The server's chat completions and ``rxstream chat`` both build their pipeline he
   (:class:`ChatPlan`): tools rendered by the model's template, or the fallback prompt; a forced
   tool call opened in the prompt.
 - :func:`channel_stream` -- the items of one generation: :class:`TextDelta` (answer or
-  reasoning text) and the tool-call events of :func:`rxstream.operators.tool_calls`.
+  reasoning text; with ``ChatPlan.logprobs``, with the tokens it holds) and the tool-call
+  events of :func:`rxstream.operators.tool_calls`.
 """
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -28,6 +30,7 @@ from reactivex import operators as ops
 
 from .._finish import FinishCallback
 from .._generative_model import GenerativeModel
+from .._piece import Piece, join_tokens
 from ..channels import PRESETS, ChannelKind, Region, RouteSpec, Segment, preset
 from ..text import RegexReplaceRules, RegexStopRules, ReplaceRules, StopRules
 from ._tool_prompt import fallback_messages, renders_tools
@@ -117,10 +120,16 @@ def check_reasoning_format(option: str, *, owner: str = "--reasoning-format") ->
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
-    """Text of one channel: ``"content"`` (the answer) or ``"reasoning"``."""
+    """Text of one channel: ``"content"`` (the answer) or ``"reasoning"``.
+
+    ``piece``: with log-probabilities asked (``ChatPlan.logprobs``), the text as an aligned
+    :class:`~rxstream.Piece` with the tokens it holds (SEMANTICS §5: after the answer's ``stop``
+    and ``replace``; never a delimiter's tokens), else None.
+    """
 
     kind: Literal["content", "reasoning"]
     text: str
+    piece: Piece | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,8 @@ class ChatPlan:
         skip_special_tokens: what the detokenizer does with special tokens (False for formats
             whose delimiters are special tokens).
         parallel_tool_calls: False: the generation ends when the first tool call is complete.
+        logprobs: the generated items are pieces with log-probabilities (the request asks for
+            them): the text is routed aligned, and each :class:`TextDelta` carries its tokens.
     """
 
     spec: RouteSpec | None
@@ -152,6 +163,7 @@ class ChatPlan:
     native_tools: bool = False
     skip_special_tokens: bool = True
     parallel_tool_calls: bool = True
+    logprobs: bool = False
 
     def channel(self, kind: ChannelKind) -> str | None:
         """The channel of ``kind`` in the route (None without a route or such a channel)."""
@@ -309,13 +321,61 @@ def plan_chat(
     )
 
 
+class _Spans:
+    """Where the text of each routed piece lies in the routed text (one subscription's)."""
+
+    __slots__ = ("pieces", "pos", "taken")
+
+    def __init__(self) -> None:
+        self.pieces: deque[tuple[int, int, Piece]] = deque()  # (start, end, piece) with tokens
+        self.pos = 0  # characters fed to the router
+        self.taken = 0  # characters of the segments out of it
+
+    def record(self, piece: Piece) -> Piece:
+        end = self.pos + len(piece.text)
+        if piece.size:
+            self.pieces.append((self.pos, end, piece))
+        self.pos = end
+        return piece
+
+    def whole(self, seg: Segment, cut: int) -> Segment:
+        """``seg`` (its text less ``cut`` leading characters) with only the tokens whose text it
+        holds whole: a token whose text runs into a delimiter, or starts in whitespace dropped
+        after a region, is left out (SEMANTICS §5: as a token a stop cuts)."""
+        start = self.taken
+        self.taken += len(seg.text)
+        n = len(seg.ids) if seg.ids else (len(seg.tokens) if seg.tokens is not None else 0)
+        parts: list[tuple[int, int, Piece]] = []
+        while n > 0 and self.pieces:  # the router keeps every piece's tokens together, in order
+            parts.append(self.pieces.popleft())
+            n -= parts[-1][2].size
+        text = seg.text[cut:]
+        if not parts:
+            return seg if not cut else seg._replace(text=text)
+        lo, hi = start + cut, self.taken
+        kept = [p for a, b, p in parts if lo <= a and b <= hi]
+        if len(kept) == len(parts):
+            return seg if not cut else seg._replace(text=text)
+        tokens = join_tokens(text, kept)
+        return seg._replace(
+            text=text,
+            ids=tokens.ids,
+            logprobs=tokens.logprobs if tokens.size else None,
+            top_logprobs=tokens.top_logprobs if tokens.size else None,
+            tokens=tokens.tokens if tokens.size else None,
+        )
+
+
 def _trim_after_regions(
-    content: str,
+    content: str, spans: _Spans | None = None
 ) -> Callable[[reactivex.Observable[Segment]], reactivex.Observable[Segment]]:
     """Drop the whitespace that separates a reasoning or tool-call region from the answer text
     after it (``</think>\n\n``, the line breaks between and after tool calls): it is the format's
     framing, not part of the answer. Answer text that follows keeps everything from its first
-    other character on."""
+    other character on.
+
+    With ``spans`` (aligned input, recorded as it went into the router), each text segment keeps
+    only the tokens whose text it holds whole (see :meth:`_Spans.whole`)."""
 
     def apply(source: reactivex.Observable[Segment]) -> reactivex.Observable[Segment]:
         def per_subscription(_scheduler: Any) -> reactivex.Observable[Segment]:
@@ -323,16 +383,20 @@ def _trim_after_regions(
 
             def step(seg: Segment) -> Segment | None:
                 nonlocal trimming
+                cut = 0
                 if seg.channel != content:
                     if seg.event in ("close", "malformed"):
                         trimming = True
-                    return seg
-                if trimming and seg.event == "chunk":
-                    text = seg.text.lstrip()
-                    if not text:
-                        return None
-                    trimming = False
-                    return seg._replace(text=text)
+                elif trimming and seg.event == "chunk":
+                    cut = len(seg.text) - len(seg.text.lstrip())
+                    if cut < len(seg.text):
+                        trimming = False
+                if spans is not None:
+                    seg = spans.whole(seg, cut)
+                elif cut:
+                    seg = seg._replace(text=seg.text[cut:])
+                if cut and not seg.text:
+                    return None
                 return seg
 
             def kept(seg: Segment | None) -> bool:
@@ -347,12 +411,52 @@ def _trim_after_regions(
     return apply
 
 
-def _content(text: str) -> TextDelta:
-    return TextDelta("content", text)
+def _routed(
+    text: reactivex.Observable[Any], spec: RouteSpec, prompt: str, content: str, aligned: bool
+) -> reactivex.Observable[Segment]:
+    """``text`` routed by ``spec``, the answer's framing whitespace dropped (aligned: each text
+    segment with the tokens it holds whole)."""
+    from rxstream.operators import route
+
+    def per_subscription(_scheduler: Any) -> reactivex.Observable[Segment]:
+        spans = _Spans() if aligned else None
+        source = text.pipe(ops.map(spans.record)) if spans is not None else text
+        return source.pipe(route(spec, prompt=prompt), _trim_after_regions(content, spans))
+
+    return reactivex.defer(per_subscription)
 
 
-def _reasoning(text: str) -> TextDelta:
-    return TextDelta("reasoning", text)
+def _content(item: str | Piece) -> TextDelta:
+    if isinstance(item, Piece):
+        return TextDelta("content", item.text, item)
+    return TextDelta("content", item)
+
+
+def _reasoning(item: str | Piece) -> TextDelta:
+    if isinstance(item, Piece):
+        return TextDelta("reasoning", item.text, item)
+    return TextDelta("reasoning", item)
+
+
+def _chunk_piece(seg: Segment) -> Piece | None:
+    """A channel's text with its tokens (aligned input): ``chunk`` segments only. The tokens of a
+    delimiter (``open``, ``close``, ``malformed``) are left out: their text is no channel's text."""
+    if seg.event != "chunk":
+        return None
+    if not seg.text and not seg.ids and not seg.tokens:
+        return None
+    return Piece(seg.text, seg.ids or (), seg.logprobs, seg.top_logprobs, seg.tokens)
+
+
+def _channel_pieces(segments: reactivex.Observable[Segment]) -> reactivex.Observable[Piece]:
+    """The aligned text of one channel's segments (see :func:`_chunk_piece`)."""
+
+    def kept(piece: Piece | None) -> bool:
+        return piece is not None
+
+    mapped: reactivex.Observable[Piece | None] = segments.pipe(ops.map(_chunk_piece))
+    pieces: reactivex.Observable[Piece] = mapped.pipe(ops.filter(kept))  # type: ignore[arg-type]
+    return pieces
 
 
 def channel_stream(
@@ -372,8 +476,14 @@ def channel_stream(
     ``stop`` and ``replace`` apply to the answer only: a stop string inside the reasoning or a
     tool call does not cut the answer; a stop in the answer ends the whole generation (the
     upstream is disposed, which cancels it). ``on_finish`` gets the answer's ``stop`` report.
+
+    With ``plan.logprobs`` the ids are :class:`~rxstream.Piece` items (``generate(...,
+    logprobs=k)``) and each :class:`TextDelta` carries the tokens of its text (``piece``): the
+    answer's after ``stop`` and ``replace`` (a token a stop cuts, even in part, is in none), the
+    reasoning's as routed. The tokens of delimiters (``<think>``, ``</think>``, ...), of tool
+    calls and of the whitespace dropped after a region are in no delta.
     """
-    from rxstream.operators import channels, detokenize, route
+    from rxstream.operators import channels, detokenize
     from rxstream.operators import replace as replace_op
     from rxstream.operators import stop as stop_op
     from rxstream.text import replace_rules_any, stop_rules_any
@@ -383,26 +493,35 @@ def channel_stream(
         raise ValueError("channel_stream: the plan has no route")
     stops = stop_rules_any(stop, owner="stop")
     rules = replace_rules_any(replace, owner="replace")
-    text: reactivex.Observable[str] = ids.pipe(
-        detokenize(tokenizer, prompt_ids=list(prompt_ids), skip_special_tokens=plan.skip_special_tokens)
+    aligned = plan.logprobs
+    text: reactivex.Observable[Any] = ids.pipe(
+        detokenize(
+            tokenizer,
+            prompt_ids=list(prompt_ids),
+            skip_special_tokens=plan.skip_special_tokens,
+            aligned=aligned,
+        )
     )
     if plan.opening:
-        text = text.pipe(ops.start_with(plan.opening))
+        text = text.pipe(ops.start_with(Piece(plan.opening) if aligned else plan.opening))
     content_channel = plan.channel("content") or spec.default
     reasoning_channel = plan.channel("reasoning")
     tool_channel = plan.channel("tool_call") if plan.parse_tools else None
     names = [c for c in (content_channel, reasoning_channel, tool_channel) if c is not None]
-    views = text.pipe(
-        route(spec, prompt=plan.route_prompt), _trim_after_regions(content_channel), channels(*names)
+    views = _routed(text, spec, plan.route_prompt, content_channel, aligned).pipe(channels(*names))
+    answer: reactivex.Observable[Any] = (
+        _channel_pieces(views.segments(content_channel)) if aligned else views[content_channel]
     )
-    answer: reactivex.Observable[str] = views[content_channel]
     if stops.strings:
         answer = answer.pipe(stop_op(stops, on_finish=on_finish))
     if rules.pairs:
         answer = answer.pipe(replace_op(rules))
     streams: list[reactivex.Observable[Any]] = [answer.pipe(ops.map(_content))]
     if reasoning_channel is not None:
-        streams.append(views[reasoning_channel].pipe(ops.map(_reasoning)))
+        thoughts: reactivex.Observable[Any] = (
+            _channel_pieces(views.segments(reasoning_channel)) if aligned else views[reasoning_channel]
+        )
+        streams.append(thoughts.pipe(ops.map(_reasoning)))
     if tool_channel is not None:
         from rxstream.channels import ToolCallDelta, ToolCallEnd, ToolCallInvalid, ToolCallStart
         from rxstream.operators import tool_calls

@@ -133,8 +133,8 @@ def build_chat_stream(
 ) -> reactivex.Observable[Any]:
     """A chat request's items routed by ``plan`` (:func:`~._channels.channel_stream`): answer and
     reasoning :class:`~._channels.TextDelta` items and tool-call events; the request's ``stop``
-    and ``replace`` apply to the answer only. Arguments as for :func:`build_text_stream`
-    (log-probabilities are not available on a routed chat)."""
+    and ``replace`` apply to the answer only. Arguments as for :func:`build_text_stream` (with
+    ``plan.logprobs`` the deltas carry their tokens and log-probabilities)."""
     ids = _generated_ids(
         model,
         prompt_ids,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.resources
 import time
 import uuid
@@ -66,11 +67,8 @@ class Handlers:
             names = await self._token_names(req)
             ids, plan = await prompt_ids(state, req)
             if names is not None and plan is not None and plan.spec is not None:
-                raise RequestError(
-                    "log-probabilities are not available on a chat routed into reasoning or tool calls "
-                    f"(the {plan.spec.name!r} format); serve with --reasoning-format none for them",
-                    param="logprobs",
-                )
+                # the routed text carries its tokens: the answer's and the reasoning's get entries
+                plan = dataclasses.replace(plan, logprobs=True)
             req = fit_budget(state, req, len(ids))
             if stats.waiting >= limits.max_queued and stats.active >= limits.max_concurrency:
                 raise RequestError("the server is busy; try again later", status=503, kind="server_busy")

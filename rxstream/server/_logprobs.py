@@ -11,6 +11,7 @@ value OpenAI uses for "very unlikely".
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,27 +60,49 @@ def _tokens(piece: Piece) -> Sequence[int | str]:
 
 
 class ChatLogprobs:
-    """Chat's ``logprobs.content`` entries of the tokens of pieces."""
+    """Chat's ``logprobs.content`` entries of the tokens of one text's pieces, in order.
+
+    An entry goes out with the piece whose tokens complete its bytes' last character: a token
+    that ends inside a character (its first bytes; the detokenizer gives the text before them to
+    that token's piece) waits for the token that completes it, so the entries given so far
+    always rebuild whole characters. :meth:`finish` gives those still waiting at the end --
+    none when a stop cut that character (the text holds none of it).
+    """
 
     def __init__(self, names: TokenNames) -> None:
         self.names = names
+        self._waiting: list[dict[str, Any]] = []
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
 
     def entries(self, piece: Piece) -> list[dict[str, Any]]:
-        """One ``{token, logprob, bytes, top_logprobs}`` per token of ``piece``."""
+        """One ``{token, logprob, bytes, top_logprobs}`` per token of ``piece`` whose bytes end a
+        character, with the ones that waited for it."""
         if piece.logprobs is None:
             if piece.size:
                 raise ValueError("the model gave no log-probabilities for its tokens")
             return []
         get = self.names.get
-        out = []
+        out: list[dict[str, Any]] = []
+        waiting, utf8 = self._waiting, self._utf8
         for tok, lp, alts in zip(_tokens(piece), piece.logprobs, _tops(piece), strict=True):
             name, raw, _ = get(tok)
             top = []
             for alt, alt_lp in alts:
                 alt_name, alt_raw, _ = get(alt)
                 top.append({"token": alt_name, "logprob": clamp(alt_lp), "bytes": alt_raw})
-            out.append({"token": name, "logprob": clamp(lp), "bytes": raw, "top_logprobs": top})
+            waiting.append({"token": name, "logprob": clamp(lp), "bytes": raw, "top_logprobs": top})
+            utf8.decode(bytes(raw))
+            if not utf8.getstate()[0]:  # at a character boundary (invalid bytes end one too)
+                out += waiting
+                waiting.clear()
         return out
+
+    def finish(self, cut: bool) -> list[dict[str, Any]]:
+        """The entries still waiting at the end of the text (a character its tokens never
+        completed): dropped when ``cut`` (a stop cut that character), else given."""
+        waiting, self._waiting = self._waiting, []
+        self._utf8.reset()
+        return [] if cut else waiting
 
 
 class CompletionLogprobs:

@@ -72,13 +72,15 @@ def error_event(exc: BaseException) -> dict[str, Any]:
 
 class ChatOutput:
     """What a routed chat generation produced, item by item: answer and reasoning text, tool calls
-    (numbered 0, 1, ... in the order they start, as OpenAI numbers them), invalid tool calls.
+    (numbered 0, 1, ... in the order they start, as OpenAI numbers them), invalid tool calls, and
+    with ``logprobs`` the entries of the answer's and the reasoning's tokens.
 
-    :meth:`add` returns the ``delta`` (and choice extension) a stream chunk carries for an item;
-    :meth:`message` is the non-streaming ``message``.
+    :meth:`add` returns the ``delta``, the choice extension and the ``logprobs`` a stream chunk
+    carries for an item; :meth:`message` is the non-streaming ``message`` and :meth:`logprobs`
+    its ``logprobs``.
     """
 
-    def __init__(self, reasoning: bool) -> None:
+    def __init__(self, reasoning: bool, names: TokenNames | None = None) -> None:
         self.reasoning = reasoning
         self.content: list[str] = []
         self.thoughts: list[str] = []
@@ -86,14 +88,68 @@ class ChatOutput:
         self.valid: set[int] = set()  # positions in self.calls of the calls that ended valid
         self.invalid: list[dict[str, Any]] = []
         self._position: dict[int, int] = {}  # the parser's call index -> position in self.calls
+        # one per text: a token that ends inside a character waits for the rest in its own text
+        self._lp = None if names is None else (ChatLogprobs(names), ChatLogprobs(names))
+        self.content_logprobs: list[dict[str, Any]] = []
+        self.reasoning_logprobs: list[dict[str, Any]] = []
 
     @property
     def tool_calls(self) -> list[dict[str, Any]]:
         """The complete, valid tool calls, in OpenAI's message format."""
         return [c for k, c in enumerate(self.calls) if k in self.valid]
 
-    def add(self, item: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """Record ``item``; return ``(delta, extension)`` for a stream chunk (None: no chunk)."""
+    def chunk_logprobs(
+        self, content: list[dict[str, Any]] | None = None, reasoning: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any] | None:
+        """A stream chunk's ``logprobs``: its answer entries in ``content`` and its reasoning
+        entries in ``reasoning_content`` (when the route has reasoning), ``[]`` where it has none,
+        as OpenAI sends on every chunk but the last; None when log-probabilities are not asked."""
+        if self._lp is None:
+            return None
+        out: dict[str, Any] = {"content": content or []}
+        if self.reasoning:
+            out["reasoning_content"] = reasoning or []
+        out["refusal"] = None
+        return out
+
+    def logprobs(self) -> dict[str, Any] | None:
+        """The non-streaming ``logprobs`` (None when not asked)."""
+        return self.chunk_logprobs(self.content_logprobs, self.reasoning_logprobs)
+
+    def add(self, item: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any] | None]:
+        """Record ``item``; return ``(delta, extension, logprobs)`` for a stream chunk (delta and
+        extension None: no chunk)."""
+        delta, extension = self._add(item)
+        if self._lp is None or (delta is None and extension is None):
+            return delta, extension, None
+        if isinstance(item, TextDelta) and item.piece is not None:
+            if item.kind == "content":
+                entries = self._lp[0].entries(item.piece)
+                self.content_logprobs += entries
+                return delta, extension, self.chunk_logprobs(content=entries)
+            entries = self._lp[1].entries(item.piece)
+            self.reasoning_logprobs += entries
+            return delta, extension, self.chunk_logprobs(reasoning=entries)
+        return delta, extension, self.chunk_logprobs()
+
+    def finish(self, cut: bool) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """At the end: ``(delta, logprobs)`` of a last chunk for the entries that waited for a
+        character never completed (see :meth:`ChatLogprobs.finish`), or None."""
+        if self._lp is None:
+            return None
+        content, reasoning = self._lp[0].finish(cut), self._lp[1].finish(cut)
+        if not content and not reasoning:
+            return None
+        self.content_logprobs += content
+        self.reasoning_logprobs += reasoning
+        delta = {"content": ""} if content else {}
+        if reasoning:
+            delta["reasoning_content"] = ""
+        logprobs = self.chunk_logprobs(content=content, reasoning=reasoning)
+        assert logprobs is not None
+        return delta, logprobs
+
+    def _add(self, item: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         if isinstance(item, TextDelta):
             if item.kind == "content":
                 self.content.append(item.text)
@@ -176,6 +232,12 @@ class _Logprobs:
             return {"content": self.chat_lp.entries(piece), "refusal": None}
         return self.completion_lp.entries(piece)
 
+    def finish(self, cut: bool) -> dict[str, Any] | None:
+        """The ``logprobs`` of the chat entries that waited at the end for a character never
+        completed (see :meth:`ChatLogprobs.finish`), or None."""
+        tail = self.chat_lp.finish(cut) if self.chat else []
+        return {"content": tail, "refusal": None} if tail else None
+
     def join(self, parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """The ``logprobs`` object of a whole choice, from its chunks' shares."""
         if self.chat:
@@ -187,6 +249,29 @@ def _logprobs_of(gen: Generation, names: TokenNames | None) -> _Logprobs | None:
     if gen.request.logprobs is None or names is None:
         return None
     return _Logprobs(names, gen.request.chat)
+
+
+def _chat_output(gen: Generation, names: TokenNames | None) -> ChatOutput | None:
+    """A routed chat's :class:`ChatOutput` (with its log-probabilities when asked), else None."""
+    if not gen.routed:
+        return None
+    return ChatOutput(gen.plan.has_reasoning, None if gen.request.logprobs is None else names)
+
+
+def _cut(gen: Generation) -> bool:
+    """Whether a stop string ended the generation (a character it cut is not in the text)."""
+    finish = gen.recorder.finish
+    return finish is not None and finish.reason is FinishReason.STOP
+
+
+def _first_logprobs(output: ChatOutput | None, shape: _Logprobs | None) -> dict[str, Any] | None:
+    """The role chunk's ``logprobs``: with log-probabilities asked, no entries (OpenAI sends
+    ``{"content": [], "refusal": null}`` there), else None."""
+    if output is not None:
+        return output.chunk_logprobs()
+    if shape is not None and shape.chat:
+        return {"content": [], "refusal": None}
+    return None
 
 
 # ------------------------------------------------------------------------------ several choices
@@ -261,7 +346,7 @@ async def collect(
 ) -> tuple[Exception | None, list[ChoiceResult]]:
     """Every choice's whole output (text or :class:`ChatOutput`, and log-probabilities), or the
     first exception that ended one (the others are then cancelled)."""
-    results = [ChoiceResult(g, ChatOutput(g.plan.has_reasoning) if g.routed else None) for g in gens]
+    results = [ChoiceResult(g, _chat_output(g, names)) for g in gens]
     shapes = [_logprobs_of(g, names) for g in gens]
     try:
         async with contextlib.aclosing(_merged(gens, None)) as events:
@@ -280,6 +365,13 @@ async def collect(
                     result.logprobs.append(shape.of(value))
     except Exception as exc:
         return exc, []
+    for result, shape in zip(results, shapes, strict=True):
+        if result.output is not None:
+            result.output.finish(_cut(result.gen))
+        elif shape is not None:
+            tail = shape.finish(_cut(result.gen))
+            if tail is not None:
+                result.logprobs.append(tail)
     return None, results
 
 
@@ -304,7 +396,10 @@ def completion_body(
         else:
             choice = {"index": i, "text": result.text}
         shape = _logprobs_of(gen, names)
-        logprobs = None if shape is None else shape.join(result.logprobs)
+        if output is not None:
+            logprobs = output.logprobs()
+        else:
+            logprobs = None if shape is None else shape.join(result.logprobs)
         choice.update({"logprobs": logprobs, "finish_reason": reason, "stop_reason": stop_reason})
         choices.append(choice)
     kind = "chat.completion" if chat else "text_completion"
@@ -371,10 +466,10 @@ async def stream_events(
     """
     chunk = _Chunks(gens[0], rid, created, model_name)
     shapes = [_logprobs_of(g, names) for g in gens]
-    outputs = [ChatOutput(g.plan.has_reasoning) if g.routed else None for g in gens]
+    outputs = [_chat_output(g, names) for g in gens]
     if chunk.chat:
         for i in range(len(gens)):
-            yield chunk(i, "", first=True)
+            yield chunk(i, "", first=True, logprobs=_first_logprobs(outputs[i], shapes[i]))
     try:
         # closed explicitly (not left to the garbage collector) when this generator is closed
         async with contextlib.aclosing(_merged(gens, keepalive)) as events:
@@ -384,9 +479,9 @@ async def stream_events(
                 elif kind == "item":
                     output = outputs[i]
                     if output is not None:
-                        delta, extension = output.add(value)
+                        delta, extension, logprobs = output.add(value)
                         if delta is not None or extension is not None:
-                            yield chunk(i, None, delta=delta or {}, extension=extension)
+                            yield chunk(i, None, delta=delta or {}, extension=extension, logprobs=logprobs)
                     elif isinstance(value, Piece):
                         shape = shapes[i]
                         logprobs = shape.of(value) if shape is not None else None
@@ -394,6 +489,15 @@ async def stream_events(
                     else:
                         yield chunk(i, value)
                 elif kind == "end":
+                    output, shape = outputs[i], shapes[i]
+                    if output is not None:
+                        last = output.finish(_cut(gens[i]))
+                        if last is not None:
+                            yield chunk(i, None, delta=last[0], logprobs=last[1])
+                    elif shape is not None:
+                        tail = shape.finish(_cut(gens[i]))
+                        if tail is not None:
+                            yield chunk(i, "", logprobs=tail)
                     reason, stop_reason = chat_finish(gens[i], outputs[i])
                     yield chunk(i, None if chunk.chat else "", reason, stop_reason)
                 else:

@@ -378,17 +378,9 @@ def test_split_characters_get_escaped_names_and_exact_bytes() -> None:
 # -- routed chats (reasoning, tool calls) ------------------------------------------------------------
 
 
-def test_a_routed_chat_refuses_logprobs_and_serves_n_choices(
-    model: OnnxModel, smollm2_tokenizer: Any
-) -> None:
-    """Log-probabilities are for the plain text pipeline: a chat routed into reasoning and answer
-    refuses them with a 400 naming the format; ``n`` choices work there too, each routed."""
-    with run_in_thread(create_app(model, model_name="tiny", reasoning_format="qwen3")) as url:
-        r = httpx.post(
-            f"{url}/v1/chat/completions", json={"messages": MESSAGES, "logprobs": True, "max_tokens": 3}
-        )
-        assert r.status_code == 400 and r.json()["error"]["param"] == "logprobs"
-        assert "qwen3" in r.json()["error"]["message"]
+def test_a_routed_chat_serves_n_choices(smollm2_tokenizer: Any) -> None:
+    """``n`` choices work on a chat routed into reasoning and answer, each routed (its
+    log-probabilities: tests/face/test_server_routed_logprobs.py)."""
     answer = "<think>\nTwo and two.\n</think>\n\nIt is 4."
     scripted = ScriptedModel(smollm2_tokenizer, QWEN3_TEMPLATE, answer)
     with run_in_thread(create_app(scripted, model_name="scripted")) as url:
