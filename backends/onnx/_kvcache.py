@@ -157,13 +157,25 @@ class KVOps:
     def copy(
         self, values: Sequence[ort.OrtValue], src: int, dst: int, shape: Sequence[int], stride: int
     ) -> None:
-        """Copy the block ``shape`` at byte offset ``src`` to ``dst`` in every buffer of ``values``."""
+        """Copy the block ``shape`` at byte offset ``src * stride`` to ``dst * stride`` in every
+        buffer of ``values``."""
+        self.copy_between(values, src * stride, values, dst * stride, shape)
+
+    def copy_between(
+        self,
+        sources: Sequence[ort.OrtValue],
+        src: int,
+        targets: Sequence[ort.OrtValue],
+        dst: int,
+        shape: Sequence[int],
+    ) -> None:
+        """Copy the block ``shape`` at byte offset ``src`` of each buffer of ``sources`` to byte
+        offset ``dst`` of the matching buffer of ``targets``."""
         session = self._session("copy")
         binding = session.io_binding()
-        for i, value in enumerate(values):
-            base = value.data_ptr()
-            self._pointer(binding, f"x{i}", False, shape, base + src * stride)
-            self._pointer(binding, f"y{i}", True, shape, base + dst * stride)
+        for i, (source, target) in enumerate(zip(sources, targets, strict=True)):
+            self._pointer(binding, f"x{i}", False, shape, source.data_ptr() + src)
+            self._pointer(binding, f"y{i}", True, shape, target.data_ptr() + dst)
         session.run_with_iobinding(binding)
 
     def resize(
@@ -303,6 +315,21 @@ class SlotCache:
             offset = h * head
             shape = [1, 1, length, g.head_dim]
             self.ops.copy(self.values, src * stride + offset, dst * stride + offset, shape, 1)
+
+    def extract(self, slot: int, length: int) -> list[ort.OrtValue]:
+        """The first ``length`` positions of ``slot``: new buffers ``[1, kv_heads, length, head_dim]``."""
+        return self.ops.gather(self.values, [slot], 0, length)
+
+    def load(self, source: Sequence[ort.OrtValue], held: int, length: int, slot: int) -> None:
+        """Copy the first ``length`` positions of ``source`` (buffers ``[1, kv_heads, held,
+        head_dim]``, as :meth:`extract` makes them) into ``slot``, head by head."""
+        g = self.graph
+        item = np.dtype(self.ops.np_type).itemsize
+        src_head, dst_head = held * g.head_dim * item, self.capacity * g.head_dim * item
+        base = slot * self._row_stride()
+        for h in range(g.kv_heads):
+            shape = [1, 1, length, g.head_dim]
+            self.ops.copy_between(source, h * src_head, self.values, base + h * dst_head, shape)
 
     def run(
         self, start: int, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray

@@ -54,7 +54,8 @@ from reactivex.disposable import Disposable
 from rxstream import Finish, FinishCallback, FinishOnce, FinishReason
 
 from ._generation import GenerateCall, make_sampler, token_item
-from ._kvcache import KVOps, PaddedCache, SlotCache, batch_layout
+from ._kvcache import KVOps, PaddedCache, SlotCache, batch_layout, position_bytes
+from ._prefix_store import PrefixStore, common_prefix
 from ._sampling import check_int
 from ._session import DecoderSession
 
@@ -74,6 +75,9 @@ _CAPACITY_STEP = 64
 
 DEFAULT_KV_TOKENS = 65536
 """KV-cache positions a batch holds at most by default (or the model's context, if larger)."""
+
+DEFAULT_PREFIX_CACHE_BYTES = 256 << 20
+"""Bytes of ended rows' KV positions a batch keeps by default for later prompts (256 MiB)."""
 
 MIN_SHARED_PREFIX = 4
 """Shorter common prefixes are prefilled anew (the copy would cost about what it saves)."""
@@ -97,18 +101,26 @@ class BatchConfig:
             in its cache (a chat template's system prompt; rows that ended are not kept)
             starts from a copy of those positions and prefills only the rest (at least
             ``MIN_SHARED_PREFIX`` tokens shared; the last prompt token is always computed).
+        prefix_cache_bytes: with ``share_prefix``, the KV positions of rows that ended (their
+            prompt and the answer tokens fed back) are kept up to this many bytes, least
+            recently used dropped first, for the prompts that begin with them (a chat's next
+            turn repeats the conversation so far). 0 keeps none. Counted apart from
+            ``max_kv_tokens``; ``batch_stats()`` reports it. Slot layout (GroupQueryAttention
+            graphs) only.
     """
 
     max_batch: int = 16
     max_kv_tokens: int | None = None
     prefill_chunk: int = 256
     share_prefix: bool = True
+    prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "max_kv_tokens", "prefill_chunk"):
             value = getattr(self, name)
             if value is not None or name != "max_kv_tokens":
                 check_int("BatchConfig", name, value, minimum=1)
+        check_int("BatchConfig", "prefix_cache_bytes", self.prefix_cache_bytes, minimum=0)
         if not isinstance(self.share_prefix, bool):
             raise TypeError(f"BatchConfig: share_prefix must be a bool, got {self.share_prefix!r}")
 
@@ -126,8 +138,10 @@ class BatchRow:
         "call",
         "cancelled",
         "done",
+        "failed",
         "finish",
         "followers",
+        "generated",
         "key",
         "leader",
         "length",
@@ -170,6 +184,9 @@ class BatchRow:
         self.prefilled = 0
         self.length = 0
         self.produced = 0
+        self.generated: list[int] = []
+        """The ids emitted so far (fed back one step later: the cache holds all but the last)."""
+        self.failed = False
         self.next_token = 0
         self.slot = -1
         self.past: list[ort.OrtValue] | None = None
@@ -197,6 +214,9 @@ class BatchScheduler:
         ops = KVOps(graph)
         self._slots = SlotCache(graph, ops) if layout == "slots" else None
         self._padded = PaddedCache(graph, ops) if layout == "padded" else None
+        keep = config.prefix_cache_bytes if config.share_prefix and self._slots is not None else 0
+        self._store = PrefixStore(keep, position_bytes(graph), MIN_SHARED_PREFIX)
+        """Ended rows' KV positions for later prompts (kept while the worker is idle too)."""
         self._cond = threading.Condition()
         self._waiting: deque[BatchRow] = deque()
         self._rows: list[BatchRow] = []
@@ -434,6 +454,8 @@ class BatchScheduler:
             self._handle_orphans(row)
         gone = [r for r in self._rows if r.cancelled or r.state == "done"]
         if self._slots is not None:
+            for row in gone:
+                self._keep_prefix(row)
             for row in sorted(gone, key=lambda r: -r.slot):
                 last = self._rows[-1]
                 if last is not row:
@@ -459,6 +481,23 @@ class BatchScheduler:
             if not row.done:
                 row.done = True
                 row.call.track(-1)
+
+    def _keep_prefix(self, row: BatchRow) -> None:
+        """Copy what an ended row holds in its slot into the prefix store."""
+        if self._store.budget == 0 or row.failed or row.slot < 0:
+            return
+        held = row.length if row.length else row.prefilled
+        if held < MIN_SHARED_PREFIX:
+            return
+        tokens = tuple(row.prompt[:held]) + tuple(row.generated[: max(held - len(row.prompt), 0)])
+        if len(tokens) != held:  # pragma: no cover - bookkeeping guard
+            return
+        slots = self._slots
+        assert slots is not None
+        try:
+            self._store.add(tokens, lambda: slots.extract(row.slot, held))
+        except Exception:  # keeping it is an optimization: the row still leaves
+            log.exception("batch scheduler: keeping an ended row's prefix failed")
 
     def _handle_orphans(self, row: BatchRow) -> None:
         """A prefilling leader left: its first follower prefills instead, the others follow it."""
@@ -520,9 +559,22 @@ class BatchScheduler:
                 cached = other.prefilled
             else:
                 continue
-            length = _common_prefix(row.prompt, other.prompt, min(limit, cached))
+            length = common_prefix(row.prompt, other.prompt, min(limit, cached))
             if length > best_length:
                 best, best_length = other, length
+        stored, stored_length = self._store.best(row.prompt, limit) if len(self._store) else (None, 0)
+        if stored is not None and stored_length > best_length:
+            assert self._slots is not None
+            try:
+                self._slots.load(
+                    self._store.take(stored, stored_length), len(stored), stored_length, row.slot
+                )
+            except Exception:  # read the whole prompt instead
+                log.exception("batch scheduler: copying a stored prompt prefix failed")
+                return
+            row.prefilled = stored_length
+            self._shared_tokens += stored_length
+            return
         if best is None:
             return
         try:
@@ -641,6 +693,7 @@ class BatchScheduler:
             self._fail(row, exc)
             return
         row.produced += 1
+        row.generated.append(token)
         row.next_token = token
         if row.cancelled:
             return
@@ -659,6 +712,7 @@ class BatchScheduler:
 
     def _fail(self, row: BatchRow, exc: Exception) -> None:
         row.state = "done"
+        row.failed = True
         try:
             owned = row.finish(Finish(FinishReason.ERROR, error=exc))
         except Exception:  # claimed, but on_finish raised: the error still goes on
@@ -703,6 +757,11 @@ class BatchScheduler:
             "decode_steps": self._steps,
             "prefill_tokens": self._prefill_tokens,
             "shared_prefix_tokens": self._shared_tokens,
+            "prefix_cache_entries": len(self._store),
+            "prefix_cache_tokens": self._store.tokens,
+            "prefix_cache_bytes": self._store.nbytes,
+            "max_prefix_cache_bytes": self._store.budget,
+            "prefix_cache_hits": self._store.hits,
         }
         with self._cond:
             self._snapshot = snapshot
@@ -717,16 +776,6 @@ def _ready(row: BatchRow) -> bool:
     except Exception:
         log.exception("generate: ready() raised")
         return True
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
-    """How many leading ids ``a`` and ``b`` share, at most ``limit``."""
-    length = 0
-    for x, y in zip(a, b, strict=False):
-        if length >= limit or x != y:
-            break
-        length += 1
-    return length
 
 
 def _slot_count(rows: int, max_batch: int) -> int:

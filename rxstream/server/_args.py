@@ -90,6 +90,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         " those positions and reads only the rest (default); off: every prompt is read in full",
     )
     parser.add_argument(
+        "--prefix-cache-mb",
+        type=int,
+        default=256,
+        metavar="MB",
+        help="with prefix sharing, memory for the KV positions of requests that ended, so that a "
+        "chat's next turn reads only its new message (default 256; 0 keeps none)",
+    )
+    parser.add_argument(
         "--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for"
     )
     parser.add_argument(
@@ -165,6 +173,12 @@ def serve_from_args(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             print(f"rxstream serve: {option} must be a positive int, got {value}", file=sys.stderr)
             return 2
+    if args.prefix_cache_mb < 0:
+        print(
+            f"rxstream serve: --prefix-cache-mb must be 0 or more, got {args.prefix_cache_mb}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         serve(
             host=args.host,
@@ -180,6 +194,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
             max_kv_tokens=args.kv_tokens,
             prefill_chunk=args.prefill_chunk,
             share_prefix=args.prefix_sharing == "on",
+            prefix_cache_bytes=args.prefix_cache_mb << 20,
             reasoning_format=args.reasoning_format,
         )
     except ServeError as exc:

@@ -99,12 +99,22 @@ def describe_batching(model: Any, asked: bool) -> str:
         f"batching: on (up to {config.max_batch} requests per decode step, "
         f"{config.kv_budget(getattr(model, 'max_length', 0))} KV "
         f"positions, prefill chunks of {config.prefill_chunk} tokens, prefix sharing "
-        f"{'on' if config.share_prefix else 'off'})"
+        f"{'on' if config.share_prefix else 'off'}"
+        + (
+            f", {config.prefix_cache_bytes >> 20} MB for ended requests' prefixes)"
+            if config.share_prefix
+            else ")"
+        )
     )
 
 
 def _batch_config(
-    batching: bool, limits: ServerLimits, max_kv_tokens: int | None, prefill_chunk: int, share_prefix: bool
+    batching: bool,
+    limits: ServerLimits,
+    max_kv_tokens: int | None,
+    prefill_chunk: int,
+    share_prefix: bool,
+    prefix_cache_bytes: int,
 ) -> Any:
     """The model's :class:`~rxstream.backends.BatchConfig` (False when batching is off)."""
     if not batching:
@@ -116,11 +126,18 @@ def _batch_config(
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ServeError(f"{option} must be a positive int, got {value!r}")
+    if (
+        isinstance(prefix_cache_bytes, bool)
+        or not isinstance(prefix_cache_bytes, int)
+        or prefix_cache_bytes < 0
+    ):
+        raise ServeError(f"--prefix-cache-mb must be 0 or more, got {prefix_cache_bytes!r} bytes")
     return BatchConfig(
         max_batch=limits.max_concurrency,
         max_kv_tokens=max_kv_tokens,
         prefill_chunk=prefill_chunk,
         share_prefix=bool(share_prefix),
+        prefix_cache_bytes=prefix_cache_bytes,
     )
 
 
@@ -194,6 +211,7 @@ def serve(
     max_kv_tokens: int | None = None,
     prefill_chunk: int = 256,
     share_prefix: bool = True,
+    prefix_cache_bytes: int = 256 << 20,
     reasoning_format: str = "auto",
 ) -> None:
     """Load ``model`` (a model directory or a known name) and serve it until interrupted.
@@ -202,7 +220,8 @@ def serve(
     batching: up to ``limits.max_concurrency`` rows, ``max_kv_tokens`` KV-cache positions (None:
     65536, or the model's context when larger),
     prompts prefilled ``prefill_chunk`` tokens at a time, a prompt's prefix that another row
-    holds copied when ``share_prefix``; see
+    holds copied when ``share_prefix``, and up to ``prefix_cache_bytes`` of ended requests' KV
+    positions kept for the prompts that continue them; see
     :class:`~rxstream.backends.BatchConfig`); ``batching=False``: one generation loop per request
     on its own thread (the mode before batching).
 
@@ -220,7 +239,9 @@ def serve(
         check_reasoning_format(reasoning_format)
     except ValueError as exc:
         raise ServeError(str(exc)) from None
-    batch_config = _batch_config(batching, limits, max_kv_tokens, prefill_chunk, share_prefix)
+    batch_config = _batch_config(
+        batching, limits, max_kv_tokens, prefill_chunk, share_prefix, prefix_cache_bytes
+    )
     sock = listen(host, port)
     try:
         loaded, default_name = _load_model(model, provider, int4, batch_config)

@@ -552,6 +552,8 @@ def test_batch_config_checks_its_fields() -> None:
         BatchConfig(prefill_chunk=1.5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="share_prefix"):
         BatchConfig(share_prefix=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="prefix_cache_bytes"):
+        BatchConfig(prefix_cache_bytes=-1)
     with pytest.raises(TypeError, match="batching"):
         OnnxModel.load("nope", batching="yes")  # type: ignore[arg-type]
 
@@ -764,3 +766,72 @@ def test_a_short_common_prefix_is_not_copied(layout_dir: Path) -> None:
     assert stats is not None and stats["shared_prefix_tokens"] == 0
     assert stats["prefill_tokens"] == 2 * len(base)
     wait_idle(model)
+
+
+def test_a_next_turn_reads_only_what_follows_an_ended_rows_tokens(
+    gqa_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row that ended leaves its prompt and fed-back answer in the prefix store; the next turn of
+    the conversation (that prompt, that answer, a new message) copies them and reads only the new
+    tokens, and gives the ids it gives alone."""
+    batched_log = LogitLog(monkeypatch, _scheduler)
+    alone_log = LogitLog(monkeypatch, _generation)
+    model = load(gqa_dir)
+    alone = OnnxModel.load(gqa_dir, provider="cpu", batching=False)
+    first_prompt = prompt_of(model)
+    first, _ = single(model, first_prompt, max_new_tokens=12, ignore_eos=True)
+    wait_idle(model)  # the row is gone, its positions are kept
+    stats = model.batch_stats()
+    assert stats is not None
+    held = len(first_prompt) + len(first) - 1  # the last id was never fed back
+    assert stats["prefix_cache_entries"] == 1 and stats["prefix_cache_tokens"] == held
+    assert 0 < stats["prefix_cache_bytes"] <= stats["max_prefix_cache_bytes"]
+    second_prompt = first_prompt + first + prompt_of(model, "And of Italy?")[3:]
+    second, _ = single(model, second_prompt, max_new_tokens=10, ignore_eos=True)
+    assert second == single(alone, second_prompt, max_new_tokens=10, ignore_eos=True)[0]
+    after = model.batch_stats()
+    assert after is not None
+    assert after["shared_prefix_tokens"] == held and after["prefix_cache_hits"] == 1
+    assert after["prefill_tokens"] - stats["prefill_tokens"] == len(second_prompt) - held
+    got, want = batched_log.logits[tuple(second_prompt)], alone_log.logits[tuple(second_prompt)]
+    assert max(float(np.abs(a - b).max()) for a, b in zip(got, want, strict=True)) <= LOGIT_TOLERANCE
+    wait_idle(model)
+    # the second turn extends the first: one entry serves both
+    final = model.batch_stats()
+    assert final is not None and final["prefix_cache_entries"] == 1
+    assert final["prefix_cache_tokens"] == len(second_prompt) + len(second) - 1
+
+
+def test_the_prefix_store_keeps_within_its_bytes_least_recently_used_out(gqa_dir: Path) -> None:
+    model = load(gqa_dir)
+    prompts = [prompt_of(model, q) for q in ("Why is the sky blue?", "Name three rivers.", "Say hi.")]
+    single(model, prompts[0], max_new_tokens=4, ignore_eos=True)
+    wait_idle(model)
+    stats = model.batch_stats()
+    assert stats is not None
+    per_position = stats["prefix_cache_bytes"] // stats["prefix_cache_tokens"]
+    # room for about one conversation: each new one pushes the older out
+    small = load(gqa_dir, prefix_cache_bytes=per_position * (max(len(p) for p in prompts) + 8))
+    for prompt in prompts:
+        single(small, prompt, max_new_tokens=4, ignore_eos=True)
+        wait_idle(small)
+        stats = small.batch_stats()
+        assert stats is not None
+        assert stats["prefix_cache_entries"] == 1
+        assert stats["prefix_cache_tokens"] == len(prompt) + 3
+        assert stats["prefix_cache_bytes"] <= stats["max_prefix_cache_bytes"]
+    for config in ({"prefix_cache_bytes": 0}, {"share_prefix": False}):
+        off = load(gqa_dir, **config)
+        single(off, prompts[0], max_new_tokens=4, ignore_eos=True)
+        wait_idle(off)
+        stats = off.batch_stats()
+        assert stats is not None and stats["prefix_cache_entries"] == 0 and stats["prefix_cache_bytes"] == 0
+
+
+def test_the_padded_layout_keeps_no_ended_rows(tiny_dir: Path) -> None:
+    model = load(tiny_dir)
+    single(model, prompt_of(model), max_new_tokens=4, ignore_eos=True)
+    wait_idle(model)
+    stats = model.batch_stats()
+    assert stats is not None and stats["layout"] == "padded"
+    assert stats["prefix_cache_entries"] == 0 and stats["max_prefix_cache_bytes"] == 0

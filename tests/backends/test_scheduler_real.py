@@ -61,3 +61,31 @@ def test_real_model_batched_greedy_equals_alone(quantization: str, monkeypatch: 
     assert stats["shared_prefix_tokens"] == shared
     assert stats["prefill_tokens"] == sum(len(p) for p in prompts) - shared
     wait_idle(model)
+
+
+@pytest.mark.parametrize("quantization", ["fp32"])
+def test_real_model_next_turn_reads_only_the_new_message(quantization: str) -> None:
+    """A two-turn chat on SmolLM2: the second turn's prompt repeats the first prompt and the
+    answer (re-encoded from its text by the chat template); the batch copies what the first row
+    held and reads only the rest, and the greedy answer is the one a fresh model gives."""
+    directory = _pull(quantization)
+    model = OnnxModel.load(directory, provider="cpu")
+    alone = OnnxModel.load(directory, provider="cpu", batching=False)
+    history = [{"role": "user", "content": "What is the capital of France?"}]
+    first_prompt = model.encode_chat(history)
+    answer_ids: list[Any] = model.generate(first_prompt, max_new_tokens=40).pipe(ops.to_list()).run()
+    wait_idle(model)
+    before = model.batch_stats()
+    assert before is not None and before["prefix_cache_entries"] == 1
+    answer = model.tokenizer.decode(answer_ids, skip_special_tokens=True)
+    history += [{"role": "assistant", "content": answer}, {"role": "user", "content": "And of Italy?"}]
+    second_prompt = model.encode_chat(history)
+    second: list[Any] = model.generate(second_prompt, max_new_tokens=24).pipe(ops.to_list()).run()
+    assert second == alone.generate(second_prompt, max_new_tokens=24).pipe(ops.to_list()).run()
+    after = model.batch_stats()
+    assert after is not None
+    shared = after["shared_prefix_tokens"] - before["shared_prefix_tokens"]
+    read = after["prefill_tokens"] - before["prefill_tokens"]
+    print(f"second turn: {len(second_prompt)} prompt tokens, {shared} copied, {read} read")
+    assert shared >= len(first_prompt) and shared + read == len(second_prompt)
+    wait_idle(model)

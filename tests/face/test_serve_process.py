@@ -233,6 +233,8 @@ def test_sigterm_stops_the_server_quietly(tiny_dir: Path) -> None:
         (["--max-concurrency", "0"], 2, "--max-concurrency must be a positive int"),
         (["--kv-tokens", "0"], 2, "--kv-tokens must be a positive int"),
         (["--prefill-chunk", "-3"], 2, "--prefill-chunk must be a positive int"),
+        (["--prefix-cache-mb", "-1"], 2, "--prefix-cache-mb must be 0 or more"),
+        (["--prefix-sharing", "maybe"], 2, "--prefix-sharing: invalid choice"),
         (["--batching", "maybe"], 2, "--batching: invalid choice"),
         (["--header-timeout", "-1"], 2, "--header-timeout must be a positive number of seconds"),
         (["--keepalive-interval", "0"], 2, "--keepalive-interval must be a positive number of seconds"),
@@ -268,7 +270,10 @@ def test_a_port_in_use_is_one_line_before_the_model_loads(tiny_dir: Path) -> Non
 
 def test_start_up_line_names_model_provider_and_urls(server: ServeProcess) -> None:
     assert any(line.startswith("rxstream serve: sampling defaults: greedy") for line in server.log)
-    assert any(line.startswith("rxstream serve: batching: on (up to 16 requests") for line in server.log)
+    batching = next(
+        line for line in server.log if line.startswith("rxstream serve: batching: on (up to 16 requests")
+    )
+    assert "prefix sharing on, 256 MB for ended requests' prefixes" in batching
     line = next(line for line in server.log if line.startswith("rxstream serve: ") and "running on" in line)
     assert f"running on {server.url}/" in line and "on cpu" in line
     assert f"chat page: {server.url}/" in line and f"OpenAI API: {server.url}/v1" in line
