@@ -20,7 +20,10 @@ KV cache is freed; the rest go on. Rows whose prompts are equal token for token 
 from a copy of that KV cache and of its last logits. A row whose prompt begins with tokens another
 row holds in the cache (``share_prefix``: a chat template's system prompt) copies
 the longest such prefix (at least ``MIN_SHARED_PREFIX`` tokens) when its prefill starts and reads
-only the rest; the source may itself still be reading its prompt (what it has read counts). A
+only the rest; the source may itself still be reading its prompt (what it has read counts), or
+have ended: in the slot layout a row that ends leaves its positions (prompt and fed-back answer)
+in a :class:`~._prefix_store.PrefixStore` of ``prefix_cache_bytes``, so a chat's next turn, which
+repeats the conversation so far, reads only its new message. A
 row can be paused by its consumer (``ready`` returns False while it is behind): it skips decode
 steps without holding the others.
 
