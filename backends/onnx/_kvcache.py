@@ -317,8 +317,25 @@ class SlotCache:
             self.ops.copy(self.values, src * stride + offset, dst * stride + offset, shape, 1)
 
     def extract(self, slot: int, length: int) -> list[ort.OrtValue]:
-        """The first ``length`` positions of ``slot``: new buffers ``[1, kv_heads, length, head_dim]``."""
-        return self.ops.gather(self.values, [slot], 0, length)
+        """The first ``length`` positions of ``slot``: new buffers ``[1, kv_heads, length, head_dim]``
+        (on CPU owned by numpy, so their memory goes back to the system when they are dropped)."""
+        g = self.graph
+        shape = [1, g.kv_heads, length, g.head_dim]
+        if g.device == "cpu":
+            out = [ort.OrtValue.ortvalue_from_numpy(np.empty(shape, self.ops.np_type)) for _ in self.values]
+        else:
+            out = [
+                ort.OrtValue.ortvalue_from_shape_and_type(shape, self.ops.np_type, g.device, 0)
+                for _ in self.values
+            ]
+        item = np.dtype(self.ops.np_type).itemsize
+        src_head, dst_head = self.capacity * g.head_dim * item, length * g.head_dim * item
+        base = slot * self._row_stride()
+        for h in range(g.kv_heads):
+            self.ops.copy_between(
+                self.values, base + h * src_head, out, h * dst_head, [1, 1, length, g.head_dim]
+            )
+        return out
 
     def load(self, source: Sequence[ort.OrtValue], held: int, length: int, slot: int) -> None:
         """Copy the first ``length`` positions of ``source`` (buffers ``[1, kv_heads, held,

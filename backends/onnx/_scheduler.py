@@ -79,8 +79,8 @@ _CAPACITY_STEP = 64
 DEFAULT_KV_TOKENS = 65536
 """KV-cache positions a batch holds at most by default (or the model's context, if larger)."""
 
-DEFAULT_PREFIX_CACHE_BYTES = 256 << 20
-"""Bytes of ended rows' KV positions a batch keeps by default for later prompts (256 MiB)."""
+DEFAULT_PREFIX_CACHE_BYTES = 128 << 20
+"""Bytes of ended rows' KV positions a batch keeps by default for later prompts (128 MiB)."""
 
 MIN_SHARED_PREFIX = 4
 """Shorter common prefixes are prefilled anew (the copy would cost about what it saves)."""

@@ -92,10 +92,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefix-cache-mb",
         type=int,
-        default=256,
+        default=128,
         metavar="MB",
         help="with prefix sharing, memory for the KV positions of requests that ended, so that a "
-        "chat's next turn reads only its new message (default 256; 0 keeps none)",
+        "chat's next turn reads only its new message (default 128; 0 keeps none)",
     )
     parser.add_argument(
         "--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for"

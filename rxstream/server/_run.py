@@ -211,7 +211,7 @@ def serve(
     max_kv_tokens: int | None = None,
     prefill_chunk: int = 256,
     share_prefix: bool = True,
-    prefix_cache_bytes: int = 256 << 20,
+    prefix_cache_bytes: int = 128 << 20,
     reasoning_format: str = "auto",
 ) -> None:
     """Load ``model`` (a model directory or a known name) and serve it until interrupted.

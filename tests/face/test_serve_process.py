@@ -273,7 +273,7 @@ def test_start_up_line_names_model_provider_and_urls(server: ServeProcess) -> No
     batching = next(
         line for line in server.log if line.startswith("rxstream serve: batching: on (up to 16 requests")
     )
-    assert "prefix sharing on, 256 MB for ended requests' prefixes" in batching
+    assert "prefix sharing on, 128 MB for ended requests' prefixes" in batching
     line = next(line for line in server.log if line.startswith("rxstream serve: ") and "running on" in line)
     assert f"running on {server.url}/" in line and "on cpu" in line
     assert f"chat page: {server.url}/" in line and f"OpenAI API: {server.url}/v1" in line
