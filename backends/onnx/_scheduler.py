@@ -18,14 +18,14 @@ A row that ends (EOS, stop id, budget, context, failure) or is disposed leaves a
 KV cache is freed; the rest go on. Rows whose prompts are equal token for token and arrive together
 (``n > 1``: :meth:`~rxstream.backends.OnnxModel.generate_n`) are prefilled once: the others start
 from a copy of that KV cache and of its last logits. A row whose prompt begins with tokens another
-row holds in the cache (``share_prefix``: a chat template's system prompt) copies
-the longest such prefix (at least ``MIN_SHARED_PREFIX`` tokens) when its prefill starts and reads
+row holds in the cache (``share_prefix``: a chat template's system prompt) copies the longest
+such prefix (at least ``MIN_SHARED_PREFIX`` tokens) when its prefill starts and reads
 only the rest; the source may itself still be reading its prompt (what it has read counts), or
 have ended: in the slot layout a row that ends leaves its positions (prompt and fed-back answer)
 in a :class:`~._prefix_store.PrefixStore` of ``prefix_cache_bytes``, so a chat's next turn, which
-repeats the conversation so far, reads only its new message. A
-row can be paused by its consumer (``ready`` returns False while it is behind): it skips decode
-steps without holding the others.
+repeats the conversation so far, reads only its new message. A row can be paused by its
+consumer (``ready`` returns False while it is behind): it skips decode steps without holding
+the others.
 
 Exactness: each row's sampler sees its own logits row; a row's prefill is chunked the same way
 alone or in company, except that a shared prefix is not read again (its positions then come
@@ -64,6 +64,7 @@ from ._session import DecoderSession
 
 __all__ = [
     "DEFAULT_KV_TOKENS",
+    "DEFAULT_PREFIX_CACHE_BYTES",
     "MIN_SHARED_PREFIX",
     "BatchConfig",
     "BatchRow",
@@ -101,8 +102,8 @@ class BatchConfig:
             products), smaller ones let the decoding rows' next tokens out sooner while a long
             prompt is read (a decode step waits for at most about one chunk of prefill).
         share_prefix: a prompt that begins with tokens another row in the batch already holds
-            in its cache (a chat template's system prompt; rows that ended are not kept)
-            starts from a copy of those positions and prefills only the rest (at least
+            in its cache (a chat template's system prompt), or that the prefix store kept
+            from a row that ended (see ``prefix_cache_bytes``), starts from a copy of those positions and prefills only the rest (at least
             ``MIN_SHARED_PREFIX`` tokens shared; the last prompt token is always computed).
         prefix_cache_bytes: with ``share_prefix``, the KV positions of rows that ended (their
             prompt and the answer tokens fed back) are kept up to this many bytes, least
@@ -549,7 +550,8 @@ class BatchScheduler:
 
     def _share_prefix(self, row: BatchRow) -> None:
         """Start ``row`` from the longest prefix of its prompt that another row holds in the cache
-        (a decoding row: its prompt; a prefilling one: what it has read so far)."""
+        (a decoding row: its prompt; a prefilling one: what it has read so far) or that the prefix
+        store holds."""
         best: BatchRow | None = None
         best_length = MIN_SHARED_PREFIX - 1
         limit = len(row.prompt) - 1  # the last prompt token is computed: its logits are needed
