@@ -103,8 +103,9 @@ class BatchConfig:
             prompt is read (a decode step waits for at most about one chunk of prefill).
         share_prefix: a prompt that begins with tokens another row in the batch already holds
             in its cache (a chat template's system prompt), or that the prefix store kept
-            from a row that ended (see ``prefix_cache_bytes``), starts from a copy of those positions and prefills only the rest (at least
-            ``MIN_SHARED_PREFIX`` tokens shared; the last prompt token is always computed).
+            from a row that ended (see ``prefix_cache_bytes``), starts from a copy of those
+            positions and prefills only the rest (at least ``MIN_SHARED_PREFIX`` tokens
+            shared; the last prompt token is always computed).
         prefix_cache_bytes: with ``share_prefix``, the KV positions of rows that ended (their
             prompt and the answer tokens fed back) are kept up to this many bytes, least
             recently used dropped first, for the prompts that begin with them (a chat's next
