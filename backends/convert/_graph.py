@@ -3,7 +3,11 @@
 The graph has the Hugging Face Optimum input/output names: inputs ``input_ids`` [batch, seq],
 ``attention_mask`` [batch, past + seq], ``position_ids`` [batch, seq] (plain attention only) and
 ``past_key_values.{i}.key/value`` [batch, kv_heads, past, head_dim]; outputs ``logits``
-[batch, seq, vocab] and ``present.{i}.key/value`` [batch, kv_heads, past + seq, head_dim].
+[batch, seq, vocab] and ``present.{i}.key/value`` [batch, kv_heads, past + seq, head_dim]; and one
+more input, ``logits_to_keep`` (int64 scalar, 0: every position), the number of last positions
+whose logits are computed: a prompt pass that only samples the next token feeds 1 and skips the
+head for the rest (for SmolLM2, whose head is a 49152 x 576 product, about a fifth of a prompt
+pass).
 
 Two attention variants share the same weights:
 
@@ -57,6 +61,9 @@ Quantization = Literal["fp32", "int4"]
 F32 = npt.NDArray[np.float32]
 
 IR_VERSION = 10
+
+LOGITS_TO_KEEP = "logits_to_keep"
+"""Scalar input: logits for the last N positions only (0: every position)."""
 OPSET = 17
 INT4_BLOCK = 32
 NBITS_HEAD_ROWS = 1
@@ -398,9 +405,12 @@ def _graph_io(
                 "position_ids", TensorProto.INT64, ["batch_size", "sequence_length"]
             )
         )
+    # 0: logits for every position; 1: for the last one only (a prompt pass that samples the next
+    # token)
+    inputs.append(helper.make_tensor_value_info(LOGITS_TO_KEEP, TensorProto.INT64, []))
     outputs = [
         helper.make_tensor_value_info(
-            "logits", TensorProto.FLOAT, ["batch_size", "sequence_length", c.vocab_size]
+            "logits", TensorProto.FLOAT, ["batch_size", "logits_length", c.vocab_size]
         )
     ]
     kv_shape_in: list[str | int] = ["batch_size", c.num_kv_heads, "past_sequence_length", c.head_dim]
@@ -540,6 +550,9 @@ class _DecoderGraph:
         for i in range(c.num_layers):
             h, pending = self._layer(i, h, pending)
         final, _ = self.skip_rms(pending, h, "norm")
+        # only the last ``logits_to_keep`` positions go through the head (0, the default: all)
+        start = b.one("Neg", [b.one("Reshape", [LOGITS_TO_KEEP, b.const("c_shape_1", [1])])])
+        final = b.one("Slice", [final, start, b.const("c_int64_max", [2**62]), "c_axes1"])
         return self.head(final)
 
     def _gqa_lengths(self) -> None:

@@ -61,10 +61,12 @@ KNOWN_MODELS: dict[str, ModelSource] = {
 """The models :func:`pull_model` knows by name."""
 
 _COMPLETE = ".complete"
-_FORMAT = "rxstream-onnx-format 2"
-"""Written into an fp32 directory's completion marker; a cached directory of another format is rebuilt."""
-_FORMATS = {"fp32": _FORMAT, "int4": "rxstream-onnx-format 3"}
-"""The format of each quantization (int4 3: the GGUF's 4-bit blocks kept exactly, not quantized anew)."""
+_FORMAT = "rxstream-onnx-format 4"
+"""Written into an fp32 directory's completion marker; a cached directory of another format is rebuilt
+(4: the graphs take ``logits_to_keep``)."""
+_FORMATS = {"fp32": _FORMAT, "int4": "rxstream-onnx-format 4"}
+"""The format of each quantization (int4 since 3: the GGUF's 4-bit blocks kept exactly, not quantized
+anew; 4: ``logits_to_keep``)."""
 
 
 def default_cache_dir() -> Path:

@@ -139,6 +139,7 @@ class _BatchGeneration:
             feeds = {"input_ids": ids, "attention_mask": mask}
             if graph.has_position_ids:
                 feeds["position_ids"] = positions
+            graph.last_logits(feeds)  # the prompts: only their last positions are sampled
             logits, past = graph.step(feeds, past)
             next_ids = np.full((batch, 1), pad, dtype=np.int64)
             for i in range(batch):

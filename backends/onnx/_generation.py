@@ -215,6 +215,7 @@ class _Generation:
             feeds = {"input_ids": ids, "attention_mask": ones[:, :total]}
             if has_positions:
                 feeds["position_ids"] = positions[:, total - ids.shape[1] : total]
+            call.session.last_logits(feeds)  # only the last position is sampled
             logits = cache.step(feeds, total)
             row = logits[0, -1]
             token = sampler(row)

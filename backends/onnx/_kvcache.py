@@ -239,9 +239,12 @@ class KVOps:
 def _feeds(
     graph: DecoderSession, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray
 ) -> dict[str, np.ndarray]:
+    """The inputs of one pass; a pass of several positions asks for the last one's logits only
+    (every batched pass here samples just that)."""
     feeds = {"input_ids": ids, "attention_mask": mask}
     if graph.has_position_ids:
         feeds["position_ids"] = positions
+    graph.last_logits(feeds)
     return feeds
 
 
@@ -363,6 +366,8 @@ class SlotCache:
             raise RuntimeError(f"KV cache: {mask.shape[1]} positions exceed the capacity {self.capacity}")
         key = (start, count, seq)
         cached = self._bindings.get(key) if seq == 1 else None
+        feeds = _feeds(g, ids, mask, positions)
+        out_seq = int(feeds["logits_to_keep"]) if "logits_to_keep" in feeds else seq  # 1 where the graph can
         if cached is None:
             binding = g.session.io_binding()
             shape = [count, g.kv_heads, self.capacity, g.head_dim]
@@ -371,13 +376,13 @@ class SlotCache:
                 ptr = value.data_ptr() + offset
                 binding.bind_input(past, g.device, 0, self.ops.np_type, shape, ptr)
                 binding.bind_output(present, g.device, 0, self.ops.np_type, shape, ptr)
-            logits = np.empty((count, seq, g.vocab_out), dtype=g.logits_dtype)
+            logits = np.empty((count, out_seq, g.vocab_out), dtype=g.logits_dtype)
             binding.bind_output("logits", "cpu", 0, logits.dtype, list(logits.shape), logits.ctypes.data)
             cached = (binding, logits)
             if seq == 1:
                 self._bindings[key] = cached
         binding, logits = cached
-        for name, array in _feeds(g, ids, mask, positions).items():
+        for name, array in feeds.items():
             binding.bind_cpu_input(name, array)
         g.run_bound(binding)
         # a decode step's logits buffer is reused: they are valid until the next decode step

@@ -316,6 +316,7 @@ class OnnxModel:
                 np.zeros((batch, graph.kv_heads, 0, graph.head_dim), graph.kv_dtype) for _ in graph.past_names
             ]
         feeds.update(zip(graph.past_names, past, strict=True))
+        graph.all_logits(feeds)
         outs = graph.session.run(["logits", *graph.present_names], feeds)
         return np.asarray(outs[0], dtype=np.float32), [np.asarray(o) for o in outs[1:]]
 

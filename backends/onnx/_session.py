@@ -30,6 +30,12 @@ Provider = Literal["auto", "cpu", "cuda"]
 
 log = logging.getLogger("rxstream.backends")
 
+LOGITS_TO_KEEP = "logits_to_keep"
+"""The input of graphs rxstream's converter writes: logits for the last N positions (0: all)."""
+
+_KEEP_ONE = np.asarray(1, np.int64)
+_KEEP_ALL = np.asarray(0, np.int64)
+
 _DTYPES: dict[str, type[np.generic]] = {
     "tensor(float)": np.float32,
     "tensor(float16)": np.float16,
@@ -116,7 +122,7 @@ def _kv_names(path: Path, ins: Mapping[str, Any], outs: Mapping[str, Any]) -> tu
                 problems.append(f"missing output {q!r}")
             past_names.append(p)
             present_names.append(q)
-    known = {"input_ids", "attention_mask", "position_ids", *past_names}
+    known = {"input_ids", "attention_mask", "position_ids", LOGITS_TO_KEEP, *past_names}
     unexpected = sorted(set(ins) - known)
     if unexpected:
         problems.append(f"unexpected input(s) {unexpected}")
@@ -150,6 +156,9 @@ class DecoderSession:
         layers = len(self.past_names) // 2
         self.num_layers = layers
         self.has_position_ids = "position_ids" in ins
+        self.keeps_logits = LOGITS_TO_KEEP in ins
+        """Whether the graph takes ``logits_to_keep`` (rxstream's converter writes it): every pass
+        feeds it, a prompt pass asks for the last position's logits only."""
         past0 = ins["past_key_values.0.key"]
         self.kv_dtype = _DTYPES.get(past0.type, np.float32)
         shape = past0.shape
@@ -174,6 +183,19 @@ class DecoderSession:
             and self.vocab_out > 0
             and logits_meta.type == "tensor(float)"
         )
+
+    def last_logits(self, feeds: dict[str, np.ndarray]) -> int:
+        """Ask the pass for its last position's logits only, where the graph can; return the
+        number of positions the logits will have."""
+        if self.keeps_logits:
+            feeds[LOGITS_TO_KEEP] = _KEEP_ONE
+            return 1
+        return int(feeds["input_ids"].shape[1])
+
+    def all_logits(self, feeds: dict[str, np.ndarray]) -> None:
+        """Ask the pass for every position's logits (the graph's ``logits_to_keep`` 0)."""
+        if self.keeps_logits:
+            feeds[LOGITS_TO_KEEP] = _KEEP_ALL
 
     def empty_past(self, batch: int) -> list[ort.OrtValue]:
         shape = [batch, self.kv_heads, 0, self.head_dim]
@@ -276,7 +298,8 @@ class SharedCache:
         b = self.binding
         for name, array in feeds.items():
             b.bind_cpu_input(name, array)
-        seq = int(feeds["input_ids"].shape[1])
+        keep = int(feeds[LOGITS_TO_KEEP]) if LOGITS_TO_KEEP in feeds else 0
+        seq = keep if keep > 0 else int(feeds["input_ids"].shape[1])
         logits = self.logits_buffer
         if logits is None or seq != 1:
             logits = ort.OrtValue.ortvalue_from_shape_and_type(
