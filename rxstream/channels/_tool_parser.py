@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from abc import ABC, abstractmethod
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -415,8 +416,9 @@ class _Tracker:
         return None
 
 
-class _Region:
-    """One tool-call region: its text, its current call, its failure."""
+class _Region(ABC):
+    """One tool-call region: its text, its current call, its failure (a format's subclass reads
+    the text: :meth:`_read` and :meth:`_at_close`)."""
 
     def __init__(self, parser: ToolCallParser, segment: Segment | None) -> None:
         self.p = parser
@@ -435,11 +437,13 @@ class _Region:
     def begin(self) -> list[ToolCallEvent | Segment]:
         return []
 
+    @abstractmethod
     def _read(self, text: str, base: int) -> None:
-        raise NotImplementedError
+        """Parse ``text`` (which starts at offset ``base`` of the region)."""
 
+    @abstractmethod
     def _at_close(self, reason: str | None) -> None:
-        raise NotImplementedError
+        """The region closed (``reason``: why, None for its close delimiter)."""
 
     # shared
     def feed_text(self, text: str) -> list[ToolCallEvent | Segment]:
@@ -484,7 +488,7 @@ class _Region:
         if self.p.report_at_decision:
             self.out.append(ToolCallInvalid(index, error, position, self.open_text + self.log.text()))
 
-    def before_fail(self, position: int) -> None:
+    def before_fail(self, position: int) -> None:  # noqa: B027 - an optional hook, nothing by default
         """Send what is valid before ``position`` (the deltas up to it)."""
 
     def tool_schema(self, name: str) -> SchemaNode | None:
