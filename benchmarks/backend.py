@@ -47,7 +47,7 @@ from reactivex import operators as ops
 from rxstream import FinishRecorder
 from rxstream.backends import OnnxModel, default_cache_dir, pull_model
 from rxstream.backends.convert import _graph
-from rxstream.backends.convert._export import write_model_dir
+from rxstream.backends.convert._export import write_gguf_model_dir
 from rxstream.backends.convert._gguf import read_gguf
 from rxstream.operators import detokenize, replace, stop
 
@@ -179,18 +179,7 @@ def build_requantized_int4(gguf_path: Path, out: Path) -> Path:
     _graph.ACCURACY_LEVEL, _graph.NBITS_HEAD_ROWS = 4, 1 << 40  # the head as MatMulNBits for every step
     try:
         arrays = _graph.prepare_initializers(model.config, model.weights, "int4")
-        write_model_dir(
-            out,
-            model.config,
-            arrays,
-            model.tokenizer,
-            chat_template=model.chat_template,
-            attention="gqa",
-            external_data=True,
-            eos_token=model.eos_token,
-            bos_token=model.bos_token,
-            pad_token=model.pad_token,
-        )
+        write_gguf_model_dir(out, model, arrays)
     finally:
         _graph.ACCURACY_LEVEL, _graph.NBITS_HEAD_ROWS = saved
     return out

