@@ -273,7 +273,7 @@ class SlotCache:
         return self.slots * self.capacity * self.position_bytes
 
     def _row_stride(self) -> int:
-        return self.graph.kv_heads * self.capacity * self.graph.head_dim * np.dtype(self.ops.np_type).itemsize
+        return self.graph.kv_heads * self._head_bytes(self.capacity)
 
     def reserve(self, slots: int, capacity: int, live: int) -> None:
         """Make the buffers ``[slots, kv_heads, capacity, head_dim]``, keeping slots ``0 .. live-1``."""
@@ -311,13 +311,29 @@ class SlotCache:
         if length is None or 2 * length >= self.capacity:
             self.ops.copy(self.values, src, dst, [1, g.kv_heads, self.capacity, g.head_dim], stride)
             return
-        if length <= 0:
-            return
-        head = self.capacity * g.head_dim * np.dtype(self.ops.np_type).itemsize
-        for h in range(g.kv_heads):
-            offset = h * head
-            shape = [1, 1, length, g.head_dim]
-            self.ops.copy(self.values, src * stride + offset, dst * stride + offset, shape, 1)
+        if length > 0:
+            head = self._head_bytes(self.capacity)
+            self._copy_heads(self.values, src * stride, head, self.values, dst * stride, head, length)
+
+    def _head_bytes(self, positions: int) -> int:
+        """Bytes of one head's ``positions`` positions (a buffer's head stride)."""
+        return positions * self.graph.head_dim * np.dtype(self.ops.np_type).itemsize
+
+    def _copy_heads(
+        self,
+        sources: Sequence[ort.OrtValue],
+        src: int,
+        src_head: int,
+        targets: Sequence[ort.OrtValue],
+        dst: int,
+        dst_head: int,
+        length: int,
+    ) -> None:
+        """Copy ``length`` positions of every head, from byte offset ``src`` of ``sources`` (heads
+        ``src_head`` bytes apart) to offset ``dst`` of ``targets`` (heads ``dst_head`` apart)."""
+        shape = [1, 1, length, self.graph.head_dim]
+        for h in range(self.graph.kv_heads):
+            self.ops.copy_between(sources, src + h * src_head, targets, dst + h * dst_head, shape)
 
     def extract(self, slot: int, length: int) -> list[ort.OrtValue]:
         """The first ``length`` positions of ``slot``: new buffers ``[1, kv_heads, length, head_dim]``
@@ -331,25 +347,19 @@ class SlotCache:
                 ort.OrtValue.ortvalue_from_shape_and_type(shape, self.ops.np_type, g.device, 0)
                 for _ in self.values
             ]
-        item = np.dtype(self.ops.np_type).itemsize
-        src_head, dst_head = self.capacity * g.head_dim * item, length * g.head_dim * item
         base = slot * self._row_stride()
-        for h in range(g.kv_heads):
-            self.ops.copy_between(
-                self.values, base + h * src_head, out, h * dst_head, [1, 1, length, g.head_dim]
-            )
+        self._copy_heads(
+            self.values, base, self._head_bytes(self.capacity), out, 0, self._head_bytes(length), length
+        )
         return out
 
     def load(self, source: Sequence[ort.OrtValue], held: int, length: int, slot: int) -> None:
         """Copy the first ``length`` positions of ``source`` (buffers ``[1, kv_heads, held,
         head_dim]``, as :meth:`extract` makes them) into ``slot``, head by head."""
-        g = self.graph
-        item = np.dtype(self.ops.np_type).itemsize
-        src_head, dst_head = held * g.head_dim * item, self.capacity * g.head_dim * item
         base = slot * self._row_stride()
-        for h in range(g.kv_heads):
-            shape = [1, 1, length, g.head_dim]
-            self.ops.copy_between(source, h * src_head, self.values, base + h * dst_head, shape)
+        self._copy_heads(
+            source, 0, self._head_bytes(held), self.values, base, self._head_bytes(self.capacity), length
+        )
 
     def run(
         self, start: int, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray
