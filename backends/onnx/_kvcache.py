@@ -377,7 +377,7 @@ class SlotCache:
         key = (start, count, seq)
         cached = self._bindings.get(key) if seq == 1 else None
         feeds = _feeds(g, ids, mask, positions)
-        out_seq = int(feeds["logits_to_keep"]) if "logits_to_keep" in feeds else seq  # 1 where the graph can
+        out_seq = 1 if g.keeps_logits else seq  # _feeds asks for the last position where it can
         if cached is None:
             binding = g.session.io_binding()
             shape = [count, g.kv_heads, self.capacity, g.head_dim]
