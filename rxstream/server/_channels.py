@@ -426,16 +426,15 @@ def _routed(
     return reactivex.defer(per_subscription)
 
 
-def _content(item: str | Piece) -> TextDelta:
-    if isinstance(item, Piece):
-        return TextDelta("content", item.text, item)
-    return TextDelta("content", item)
+def _delta(kind: Literal["content", "reasoning"]) -> Callable[[str | Piece], TextDelta]:
+    """A channel's text items (a ``str``, or an aligned piece) as :class:`TextDelta` values."""
 
+    def make(item: str | Piece) -> TextDelta:
+        if isinstance(item, Piece):
+            return TextDelta(kind, item.text, item)
+        return TextDelta(kind, item)
 
-def _reasoning(item: str | Piece) -> TextDelta:
-    if isinstance(item, Piece):
-        return TextDelta("reasoning", item.text, item)
-    return TextDelta("reasoning", item)
+    return make
 
 
 def _chunk_piece(seg: Segment) -> Piece | None:
@@ -516,12 +515,12 @@ def channel_stream(
         answer = answer.pipe(stop_op(stops, on_finish=on_finish))
     if rules.pairs:
         answer = answer.pipe(replace_op(rules))
-    streams: list[reactivex.Observable[Any]] = [answer.pipe(ops.map(_content))]
+    streams: list[reactivex.Observable[Any]] = [answer.pipe(ops.map(_delta("content")))]
     if reasoning_channel is not None:
         thoughts: reactivex.Observable[Any] = (
             _channel_pieces(views.segments(reasoning_channel)) if aligned else views[reasoning_channel]
         )
-        streams.append(thoughts.pipe(ops.map(_reasoning)))
+        streams.append(thoughts.pipe(ops.map(_delta("reasoning"))))
     if tool_channel is not None:
         from rxstream.channels import ToolCallDelta, ToolCallEnd, ToolCallInvalid, ToolCallStart
         from rxstream.operators import tool_calls
