@@ -14,14 +14,18 @@ What is in it, bottom up:
 - :mod:`._regex` (with ``_regex_*``) -- :class:`RegexScanner`, the streaming leftmost-longest
   regular-expression engine; :mod:`._regex_ops` -- regular-expression rules (:func:`rx`) beside
   literal ones: :func:`replace_rules_any` / :func:`stop_rules_any`, :class:`RegexReplacer`,
-  :class:`RegexStopMatcher`, :class:`RegexStop` (SEMANTICS §7).
+  :class:`RegexStopMatcher`, :class:`RegexStop` (SEMANTICS §7); :mod:`._regex_budget` --
+  :class:`RegexBudget`, what one stream may spend building the lazy DFA; :mod:`._regex_cache` --
+  compiled rule sets kept by their sources (:func:`rule_cache_info`).
 
 The ``replace``, ``hold_back`` and ``stop`` operators (:mod:`rxstream.operators`) run on these
 engines; :class:`Replacer`, :class:`StopMatcher`, :func:`replace_text`, :func:`stop_text` and
 :data:`Rules` are also exported from :mod:`rxstream`.
 """
 
-from ._regex import HoldLimitError
+from ._regex import HoldLimitError, automaton_nodes
+from ._regex_budget import RegexBudget, RegexBudgetError
+from ._regex_cache import clear_rule_cache, rule_cache_info
 from ._regex_ops import (
     RegexReplacer,
     RegexReplaceRules,
@@ -53,6 +57,8 @@ from ._trie import PatternTrie
 __all__ = [
     "HoldLimitError",
     "PatternTrie",
+    "RegexBudget",
+    "RegexBudgetError",
     "RegexReplaceRules",
     "RegexReplacer",
     "RegexRule",
@@ -66,6 +72,8 @@ __all__ = [
     "StopMatcher",
     "StopRules",
     "StopScanner",
+    "automaton_nodes",
+    "clear_rule_cache",
     "is_regex_rule",
     "make_replacer",
     "make_stop_matcher",
@@ -74,6 +82,7 @@ __all__ = [
     "replace_rules",
     "replace_rules_any",
     "replace_text",
+    "rule_cache_info",
     "rx",
     "stop_rules",
     "stop_rules_any",
