@@ -395,9 +395,10 @@ class _Tracker:
             frame[1] = frame[2]
             frame[2] += 1
 
-    def on(self, ev: JsonEvent) -> tuple[str, tuple[str | int, ...], Any, int] | None:
+    def on(self, ev: JsonEvent) -> tuple[str, Any, Any, int] | None:
         """``("leaf", path, value, end)`` for a settled scalar (``end``: the index after its text),
-        ``("open"|"close", path, None, position)`` for a container, else None."""
+        ``("open"|"close", depth, None, position)`` for a container (``depth``: the length of its
+        path, known without building it: a container costs O(1) at any depth), else None."""
         k = ev[0]
         if k == KEY:
             self.frames[-1][1] = ev[3]
@@ -407,12 +408,12 @@ class _Tracker:
             return ("leaf", self.path(), ev[3], ev[2])
         elif k == OBJ_START or k == ARR_START:
             self._next()
-            path = self.path()
+            depth = len(self.prefix) + len(self.frames)
             self.frames.append([k == ARR_START, None, 0])
-            return ("open", path, None, ev[1])
+            return ("open", depth, None, ev[1])
         elif k == OBJ_END or k == ARR_END:
             self.frames.pop()
-            return ("close", self.path(), None, ev[1])
+            return ("close", len(self.prefix) + len(self.frames), None, ev[1])
         return None
 
 
@@ -757,21 +758,22 @@ class _JsonRegion(_Region):
         r = self.tracker.on(ev)
         if r is None:
             return
-        what, path, value, pos = r
+        what, where, value, pos = r
         index = self.index
         if what == "leaf":
             self._flush(pos)
-            self.out.append(ToolCallValue(index, path, value))
+            self.out.append(ToolCallValue(index, where, value))
         elif what == "open":
-            if len(path) == 1:
+            if where == 1:
                 self.cstart = pos
-        elif not path:  # the arguments object is complete
+        elif where == 0:  # the arguments object is complete
             self._flush(pos + 1)
             if self.fmt == "harmony":
                 self.end_call("".join(self.args_parts))
-        elif len(path) == 1:
+        elif where == 1:
             self._flush(pos + 1)
-            self.out.append(ToolCallValue(index, path, json.loads(self.log.slice(self.cstart, pos + 1))))
+            value = json.loads(self.log.slice(self.cstart, pos + 1))
+            self.out.append(ToolCallValue(index, self.tracker.path(), value))
 
     def _flush(self, upto: int) -> None:
         if self.args_end >= 0:
