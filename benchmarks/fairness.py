@@ -41,12 +41,19 @@ _NONCE = itertools.count()
 
 
 def costly_rules(kind: str) -> list[str]:
-    """Regex stops, new for every call: ``refused``: 16 within the per-rule limits (length, hold)
-    whose automaton is too large together; ``admitted``: 7 that the server accepts, which are
-    costly to build as the text streams."""
+    """Regex stops, new for every call (rules seen before are cached, warm).
+
+    ``refused``: the report's 16 rules, within the per-rule limits, too large an automaton together
+    (400 at once); ``probed``: 7 rules that blow up on ordinary text (refused by the server's
+    sample-text trial, 400); ``streamed``: 7 rules whose runs start only at "dragon", cheap on the
+    sample text and costly on the story the model writes (they fail while streaming, on their
+    budget).
+    """
     n = next(_NONCE)
-    if kind == "admitted":
+    if kind == "probed":
         return [f"(?i)[\\w\\W]{{1,250}}z<c{n}x{k}>" for k in range(7)]
+    if kind == "streamed":
+        return [f"(?i)dragon[\\w\\W]{{1,240}}z<c{n}x{k}>" for k in range(7)]
     rules = []
     for k in range(8):
         rules.append(f"(?i)[\\w\\W]{{1,250}}z<c{n}x{k}>")
@@ -123,11 +130,12 @@ KINDS = {
     "none": "the plain request alone",
     "plain": "beside clients sending the same request without rules, back to back (what sharing the "
     "batch costs anyway)",
-    "refused": "beside clients sending 16 costly `rxstream.stop_regex` rules, back to back, new rules each "
-    "time (within the per-rule limits; together too large an automaton: refused with 400)",
-    "admitted": "beside clients sending 7 costly rules (`(?i)[\\w\\W]{1,250}z<cN>`, `max_hold` 250), back to "
-    "back, new rules each time (accepted; their automaton is built as the text streams, within the "
-    "request's budget)",
+    "refused": "beside clients sending the report's 16 costly `rxstream.stop_regex` rules, back to back, "
+    "new rules each time (within the per-rule limits; too large an automaton together: 400 at once)",
+    "probed": "beside clients sending 7 rules `(?i)[\\w\\W]{1,250}z<cN>` (`max_hold` 250), back to back, "
+    "new each time (they blow up on the server's sample text: 400 before admission)",
+    "streamed": "beside clients sending 7 rules `(?i)dragon[\\w\\W]{1,240}z<cN>`, back to back, new each "
+    "time (cheap on the sample text, costly on the story: they fail while streaming, on their budget)",
 }
 
 
@@ -170,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="auto", help="auto (fp32 if cached), fp32, int4, tiny or DIR")
     parser.add_argument(
         "--settings",
-        default="none:0,plain:2,refused:2,admitted:2,plain:4,refused:4,admitted:4",
+        default="none:0,plain:2,refused:2,probed:2,streamed:2,plain:4,refused:4,probed:4,streamed:4",
         help="KIND:CLIENTS, comma-separated; kinds: " + ", ".join(KINDS),
     )
     parser.add_argument("--rounds", type=int, default=5, help="plain requests per setting (default 5)")

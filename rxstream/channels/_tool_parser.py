@@ -47,6 +47,7 @@ Call ids are ``call_`` and 24 hex digits from :mod:`secrets`, or ``id_factory(in
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 from abc import ABC, abstractmethod
@@ -218,7 +219,7 @@ def compile_tools(tools: Iterable[Any] | None, owner: str = "tool_calls") -> dic
                 schema = ANY
             else:
                 try:
-                    schema = compile_schema(params, "parameters")
+                    schema = _schema(params)
                 except SchemaError as exc:
                     raise ValueError(f"{where} ({name}): {exc}") from None
             tool = Tool(name, schema, params)
@@ -226,6 +227,21 @@ def compile_tools(tools: Iterable[Any] | None, owner: str = "tool_calls") -> dic
             raise ValueError(f"{where}: tool {tool.name!r} is defined twice")
         out[tool.name] = tool
     return out
+
+
+def _schema(params: Any) -> SchemaNode:
+    """``params`` compiled, once per distinct schema: a server compiles each request's tools when
+    it checks them and again for its pipeline, and clients send the same tools again and again."""
+    try:
+        key = json.dumps(params, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):  # not JSON (a tuple key, a set...): compiled each time
+        return compile_schema(params, "parameters")
+    return _schema_of(key)
+
+
+@functools.lru_cache(maxsize=128)
+def _schema_of(key: str) -> SchemaNode:
+    return compile_schema(json.loads(key), "parameters")
 
 
 def _schema_error(name: str, message: str) -> str:

@@ -90,7 +90,7 @@ from ._regex_alphabet import EDGE, Alphabet, _intervals
 from ._regex_budget import RegexBudget, RegexBudgetError, stepper
 from ._regex_dfa import DEAD, Dfa, State
 from ._regex_rules import Rule, find_all_leftmost_longest, normalize_rules
-from ._regex_syntax import A_BOUND_U, ASSERT, CHAR, Nfa, parse_rule
+from ._regex_syntax import A_BOUND_U, ASSERT, CHAR, Nfa, count_nodes, parse_rule
 
 __all__ = [
     "DEFAULT_MAX_HOLD",
@@ -237,10 +237,15 @@ def automaton_nodes(rules: Sequence[Any], limit: int | None = None) -> int:
     Raises:
         ValueError: a pattern the engine does not support, or more than ``limit`` nodes.
     """
-    nfa = Nfa() if limit is None else Nfa(max_nodes=limit)
-    for index, rule in enumerate(normalize_rules(rules)):
-        parse_rule(nfa, index, rule.pattern, rule.flags, rule.engine)
-    return len(nfa.kind)
+    total = 0
+    for rule in normalize_rules(rules):
+        total += count_nodes(rule.pattern, rule.flags, rule.engine)
+        if limit is not None and total > limit:
+            raise ValueError(
+                f"pattern too large: more than {limit} automaton nodes "
+                "(counted repeats are expanded: {1,250} is 250 copies)"
+            )
+    return total
 
 
 def empty_matches(rule: Any) -> frozenset[tuple[bool, bool]]:

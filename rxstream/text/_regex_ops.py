@@ -40,6 +40,7 @@ __all__ = [
     "RegexStop",
     "RegexStopMatcher",
     "RegexStopRules",
+    "check_replacement",
     "is_regex_rule",
     "make_replacer",
     "make_stop_matcher",
@@ -345,6 +346,12 @@ def _check_template(rule: RegexRule, template: str, owner: str) -> None:
             re._compile_repl(template, rule.pattern)  # type: ignore[attr-defined]
     except (re.error, IndexError) as exc:
         raise ValueError(f"{owner}: replacement {template!r} for {rule.source!r}: {exc}") from None
+
+
+def check_replacement(rule: RegexRule, template: str, *, owner: str = "replacement") -> None:
+    """Check a replacement template (``\\1``, ``\\g<name>``) against ``rule``'s groups without
+    compiling a rule set (``ValueError`` naming the template and the rule)."""
+    _check_template(rule, template, owner)
 
 
 def replace_rules_any(

@@ -37,6 +37,7 @@ __all__ = [
     "FINAL",
     "SPLIT",
     "Nfa",
+    "count_nodes",
     "parse_rule",
 ]
 
@@ -137,11 +138,32 @@ def parse_rule(nfa: Nfa, index: int, pattern: str, flags: int, engine: Any = re)
     ``(?x)`` at its start). Raises ValueError for syntax errors and for every construct that is
     not supported.
     """
+    tree, nfa._props = _tree(pattern, flags, engine)
+    gflags: int = tree.state.flags
+    nfa._rule = index
+    nfa._leaf_of.clear()  # keyed by ids of this tree's items: valid while ``tree`` lives
+    final = nfa.add(FINAL, index)
+    try:
+        nfa.starts.append(_seq(nfa, tree, gflags, final))
+    except ValueError as exc:
+        raise ValueError(f"pattern {pattern!r}: {exc}") from None
+    return gflags
+
+
+def count_nodes(pattern: str, flags: int, engine: Any = re) -> int:
+    """How many NFA nodes :func:`parse_rule` would add for ``pattern``, from its parse tree alone
+    (repeats multiplied, nothing expanded or built: a few microseconds whatever the count)."""
+    tree, _ = _tree(pattern, flags, engine)
+    return 1 + _seq_size(tree)
+
+
+def _tree(pattern: str, flags: int, engine: Any) -> tuple[Any, dict[int, str]]:
+    """The standard parser's tree of ``pattern`` and its placeholders (:mod:`._regex_dialect`)."""
     source = pattern
-    nfa._props = {}
+    props: dict[int, str] = {}
     if engine is not re:
         try:
-            source, nfa._props = prepare(pattern)
+            source, props = prepare(pattern)
         except ValueError as exc:
             raise ValueError(f"pattern {pattern!r}: {exc}") from None
         # the parser (and every leaf) keeps re's flag bits; regex numbers ASCII differently
@@ -153,17 +175,27 @@ def parse_rule(nfa: Nfa, index: int, pattern: str, flags: int, engine: Any = re)
         if foreign is not None:
             raise ValueError(foreign_message(pattern, foreign)) from None
         raise ValueError(f"pattern {pattern!r}: {exc}") from None
-    gflags: int = tree.state.flags
-    if gflags & re.LOCALE:
+    if tree.state.flags & re.LOCALE:
         raise ValueError(f"pattern {pattern!r}: the LOCALE flag is not supported")
-    nfa._rule = index
-    nfa._leaf_of.clear()  # keyed by ids of this tree's items: valid while ``tree`` lives
-    final = nfa.add(FINAL, index)
-    try:
-        nfa.starts.append(_seq(nfa, tree, gflags, final))
-    except ValueError as exc:
-        raise ValueError(f"pattern {pattern!r}: {exc}") from None
-    return gflags
+    return tree, props
+
+
+def _seq_size(items: Any) -> int:
+    return sum(_item_size(str(op), av) for op, av in items)
+
+
+def _item_size(op: str, av: Any) -> int:
+    """The nodes :func:`_item` adds for one parse-tree item (1 for what it refuses)."""
+    if op == "BRANCH":
+        return sum(_seq_size(sub) for sub in av[1]) + len(av[1]) - 1
+    if op == "SUBPATTERN":
+        return _seq_size(av[3])
+    if op in ("MAX_REPEAT", "MIN_REPEAT"):
+        low, high, sub = av
+        inner = _seq_size(sub)
+        body = 1 + inner if high == _MAXREPEAT else (high - low) * (1 + inner)
+        return int(body + low * inner)
+    return 1
 
 
 def _seq(nfa: Nfa, items: Any, flags: int, nxt: int) -> int:

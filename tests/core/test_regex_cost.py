@@ -4,6 +4,7 @@ lazy DFA, rule sets compiled once and shared (warm), and a shared DFA stepped fr
 from __future__ import annotations
 
 import random
+import re
 import threading
 
 import pytest
@@ -24,6 +25,7 @@ from rxstream.text import (
     stop_rules_any,
 )
 from rxstream.text._regex import RegexRules, RegexScanner
+from tests.core.test_regex_engine import flag_sets, patterns
 from tests.reference import batch_replace_mixed
 
 # the rules of the reliability report: within the server's per-rule limits, costly together
@@ -174,3 +176,17 @@ def test_a_shared_dfa_stepped_from_threads_gives_each_stream_its_own_answer(
         t.join(30)
     for text, got in zip(texts, results, strict=True):
         assert got == batch_replace_mixed(text, pairs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(patterns | st.sampled_from(COSTLY), min_size=1, max_size=3), flag_sets)
+def test_automaton_nodes_counts_exactly_what_compiling_builds(rules: list[str], flags: int) -> None:
+    """The count comes from the parse tree alone (repeats multiplied): exactly the nodes the
+    compiled automaton has, so a limit refuses what it says."""
+    compiled = [re.compile(p, flags) for p in rules]
+    try:
+        built = RegexRules(compiled, allow_empty=True).dfa.nfa
+    except ValueError:
+        return  # a rule that only matches "" (or is not supported): nothing to count
+    starts = len(compiled) - 1  # SPLIT nodes that join the rules' starts, added after the count
+    assert automaton_nodes(compiled) == len(built.kind) - starts

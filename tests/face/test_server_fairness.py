@@ -64,22 +64,47 @@ def test_rules_too_large_together_are_refused_at_once(server: str) -> None:
     assert "4096 automaton nodes" in body["message"] and body["param"].startswith("rxstream.stop_regex[")
 
 
+def costly_on_this_text(tag: str) -> list[dict[str, Any]]:
+    """Rules cheap on the server's sample text (their runs start only at control characters and
+    U+FFFD, which it lacks) and costly on the tiny model's text, which has plenty."""
+    return [
+        {"regex": f"[\\x00-\\x08\\x0e-\\x1f\\ufffd][\\w\\W]{{1,250}}{tag}<{k}>", "max_hold": 250}
+        for k in range(3)
+    ]
+
+
+def test_rules_costly_on_ordinary_text_are_refused_before_they_run(server: str) -> None:
+    with pytest.raises(openai.BadRequestError) as err:
+        client(server).completions.create(
+            model="tiny",
+            prompt="hi",
+            max_tokens=8,
+            extra_body={"rxstream": {"stop_regex": admitted_rules("probe")}},
+        )
+    body: Any = err.value.body
+    assert "on a sample text" in body["message"] and "automaton states" in body["message"]
+    assert body["code"] == "rules_too_costly"
+
+
 def test_a_request_past_its_budget_fails_naming_its_rules(server: str) -> None:
     prompt = "Tell me a long story about a dragon."
-    ext = {"rxstream": {"stop_regex": admitted_rules("budget")}}
+    ext = {"rxstream": {"stop_regex": costly_on_this_text("budget")}}
     with pytest.raises(openai.BadRequestError) as err:
         client(server).completions.create(
             model="tiny", prompt=prompt, max_tokens=80, **SAMPLING, extra_body=ext
         )
     body: Any = err.value.body
     assert "automaton states" in body["message"] and body["param"] == "rxstream"
+    assert "sample text" not in body["message"]  # it was admitted, and failed while streaming
     assert body["code"] == "rules_too_costly"
-    ext = {"rxstream": {"stop_regex": admitted_rules("stream")}}
-    with pytest.raises(openai.APIError, match="automaton states"):
-        for _ in client(server).completions.create(
-            model="tiny", prompt=prompt, max_tokens=80, stream=True, **SAMPLING, extra_body=ext
-        ):
+    ext = {"rxstream": {"stop_regex": costly_on_this_text("stream")}}
+    chunks = client(server).completions.create(
+        model="tiny", prompt=prompt, max_tokens=80, stream=True, **SAMPLING, extra_body=ext
+    )
+    with pytest.raises(openai.APIError, match="automaton states") as streamed:
+        for _ in chunks:
             pass
+    assert not isinstance(streamed.value, openai.BadRequestError)  # an error event in the stream
 
 
 def test_a_plain_request_beside_costly_ones_gets_its_own_answer(server: str) -> None:
@@ -97,7 +122,7 @@ def test_a_plain_request_beside_costly_ones_gets_its_own_answer(server: str) -> 
 
     async def main(with_costly: bool) -> list[str]:
         async with openai.AsyncOpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0) as c:
-            costly = [one(c, admitted_rules(f"beside{i}")) for i in range(3)] if with_costly else []
+            costly = [one(c, costly_on_this_text(f"beside{i}")) for i in range(3)] if with_costly else []
             return await asyncio.gather(one(c, None), *costly)
 
     alone = asyncio.run(main(False))[0]
