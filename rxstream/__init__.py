@@ -25,6 +25,8 @@ from ._sources import replay
 from .detok import InexactDecoderWarning, StreamDetokenizer, TokenizerProtocol
 from .text import (
     HoldLimitError,
+    RegexBudget,
+    RegexBudgetError,
     RegexRule,
     RegexStop,
     Replacer,
@@ -45,6 +47,8 @@ __all__ = [
     "HoldLimitError",
     "InexactDecoderWarning",
     "Piece",
+    "RegexBudget",
+    "RegexBudgetError",
     "RegexRule",
     "RegexStop",
     "Replacer",

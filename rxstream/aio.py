@@ -398,8 +398,14 @@ class _AsyncIteration(Generic[_T]):
             observer.on_completed()
 
     def _cancel(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        task = self._task
+        if task is not None:
+            task.cancel()
+            # the subscription is over: if the loop closes before the task has run its
+            # cancellation, nothing is lost, so asyncio need not log it as destroyed pending; and
+            # the loop's own references keep it alive until it has run
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
+            _TASKS.discard(task)
 
     def dispose(self) -> None:
         self._disposed.set()

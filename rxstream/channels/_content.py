@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from ._json_stream import loads_bounded
+
 __all__ = [
     "CONTENT_PARSERS",
     "STREAMABLE_PARSERS",
@@ -102,8 +104,8 @@ def _json(text: str, args: Mapping[str, Any]) -> Any:
     for i, s in enumerate(found):
         working = working.replace(f"{_MARK_OPEN}{i}{_MARK_CLOSE}", json.dumps(s))
     try:
-        return json.loads(working)
-    except json.JSONDecodeError as exc:
+        return loads_bounded(working)
+    except ValueError as exc:  # invalid JSON, or nested deeper than the bound
         if args.get("allow_non_json"):
             return _text(text, args)
         shown = f"{text!r}" if working == text else f"{text!r} (rewritten: {working!r})"
@@ -482,7 +484,7 @@ def _cast(raw: str, kind: str) -> tuple[bool, Any]:
     if kind == "null":
         return (True, None) if raw.strip() in ("null", "None") else (False, None)
     if kind in ("object", "array"):
-        decoded = json.loads(raw)
+        decoded = loads_bounded(raw)
         return (True, decoded) if isinstance(decoded, dict if kind == "object" else list) else (False, None)
     return False, None  # "string" and unknown types keep the text
 

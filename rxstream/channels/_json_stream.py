@@ -46,6 +46,7 @@ written (None when it is ``units``). ``pending`` is the start of an escape still
 
 from __future__ import annotations
 
+import json
 import json.decoder
 import re
 from collections.abc import Callable
@@ -54,6 +55,7 @@ from typing import Any, Final, TypeAlias
 __all__ = [
     "ARR_END",
     "ARR_START",
+    "DEFAULT_MAX_DEPTH",
     "ERROR",
     "KEY",
     "KEY_START",
@@ -70,6 +72,8 @@ __all__ = [
     "JsonEvent",
     "JsonStream",
     "decode_units",
+    "loads_bounded",
+    "nesting_depth",
 ]
 
 OBJ_START: Final = 0
@@ -165,6 +169,36 @@ def _describe_char(c: str) -> str:
     return repr(c)
 
 
+DEFAULT_MAX_DEPTH: Final = 256
+"""The default bound on nesting (:class:`JsonStream`'s ``max_depth``): far past any tool call's
+arguments, well within what ``json`` and Python's recursion limit take."""
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest nesting of objects and arrays in ``text`` (JSON or nearly), strings skipped: a
+    linear scan at C speed, to check a text before ``json.loads`` recurses through it."""
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(text):
+        c = m.group()
+        if c == "{" or c == "[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c == "}" or c == "]":
+            depth -= 1
+    return deepest
+
+
+def loads_bounded(text: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+    """``json.loads(text)``, refusing nesting deeper than ``max_depth`` with a ``ValueError``
+    (``json.JSONDecodeError`` for invalid JSON, as ``json.loads``) instead of a ``RecursionError``."""
+    if nesting_depth(text) > max_depth:
+        raise ValueError(f"objects and arrays nested deeper than {max_depth} levels")
+    return json.loads(text)
+
+
+_BRACKETS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]')
+
+
 class JsonStream:
     """An incremental JSON tokenizer (see the module docstring for the events).
 
@@ -173,6 +207,10 @@ class JsonStream:
         multiple: accept several top-level values one after another (whitespace between; and
             any of ``separators``), as JSON Lines do; otherwise text after the value is an error.
         separators: characters also allowed between top-level values (with ``multiple``).
+        max_depth: the most objects and arrays open at once; the bracket that would open one
+            more is an ``ERROR`` (the nesting is the text's choice: a bound keeps every consumer
+            of the values, ``json.loads`` and comparisons included, within Python's recursion
+            limit).
     """
 
     __slots__ = (
@@ -184,6 +222,7 @@ class JsonStream:
         "_lstart",
         "_lvalue",
         "_lword",
+        "_max_depth",
         "_multiple",
         "_npart",
         "_nraw",
@@ -202,7 +241,17 @@ class JsonStream:
         "_state",
     )
 
-    def __init__(self, *, detail: bool = False, multiple: bool = False, separators: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        detail: bool = False,
+        multiple: bool = False,
+        separators: str = "",
+        max_depth: int = DEFAULT_MAX_DEPTH,
+    ) -> None:
+        if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
+            raise ValueError(f"JsonStream: max_depth must be a positive int, got {max_depth!r}")
+        self._max_depth = max_depth
         self._detail = bool(detail)
         self._multiple = bool(multiple)
         self._separators = separators if multiple else ""
@@ -356,16 +405,20 @@ class JsonStream:
                         i = j
                     state = _AFTER if stack else self._top()
                     continue
-                if c == "{":
-                    stack.append(True)
-                    add((OBJ_START, base + i))
-                    state = _KEY_OR_END
-                    i += 1
-                    continue
-                if c == "[":
-                    stack.append(False)
-                    add((ARR_START, base + i))
-                    state = _VALUE_OR_END
+                if c == "{" or c == "[":
+                    if len(stack) >= self._max_depth:
+                        self._fail(
+                            add, base + i, f"objects and arrays nested deeper than {self._max_depth} levels"
+                        )
+                        return out
+                    if c == "{":
+                        stack.append(True)
+                        add((OBJ_START, base + i))
+                        state = _KEY_OR_END
+                    else:
+                        stack.append(False)
+                        add((ARR_START, base + i))
+                        state = _VALUE_OR_END
                     i += 1
                     continue
                 if c in _NUM_FIRST:

@@ -47,6 +47,7 @@ Call ids are ``call_`` and 24 hex digits from :mod:`secrets`, or ``id_factory(in
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 from abc import ABC, abstractmethod
@@ -218,7 +219,7 @@ def compile_tools(tools: Iterable[Any] | None, owner: str = "tool_calls") -> dic
                 schema = ANY
             else:
                 try:
-                    schema = compile_schema(params, "parameters")
+                    schema = _schema(params)
                 except SchemaError as exc:
                     raise ValueError(f"{where} ({name}): {exc}") from None
             tool = Tool(name, schema, params)
@@ -226,6 +227,21 @@ def compile_tools(tools: Iterable[Any] | None, owner: str = "tool_calls") -> dic
             raise ValueError(f"{where}: tool {tool.name!r} is defined twice")
         out[tool.name] = tool
     return out
+
+
+def _schema(params: Any) -> SchemaNode:
+    """``params`` compiled, once per distinct schema: a server compiles each request's tools when
+    it checks them and again for its pipeline, and clients send the same tools again and again."""
+    try:
+        key = json.dumps(params, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):  # not JSON (a tuple key, a set...): compiled each time
+        return compile_schema(params, "parameters")
+    return _schema_of(key)
+
+
+@functools.lru_cache(maxsize=128)
+def _schema_of(key: str) -> SchemaNode:
+    return compile_schema(json.loads(key), "parameters")
 
 
 def _schema_error(name: str, message: str) -> str:
@@ -395,9 +411,10 @@ class _Tracker:
             frame[1] = frame[2]
             frame[2] += 1
 
-    def on(self, ev: JsonEvent) -> tuple[str, tuple[str | int, ...], Any, int] | None:
+    def on(self, ev: JsonEvent) -> tuple[str, Any, Any, int] | None:
         """``("leaf", path, value, end)`` for a settled scalar (``end``: the index after its text),
-        ``("open"|"close", path, None, position)`` for a container, else None."""
+        ``("open"|"close", depth, None, position)`` for a container (``depth``: the length of its
+        path, known without building it: a container costs O(1) at any depth), else None."""
         k = ev[0]
         if k == KEY:
             self.frames[-1][1] = ev[3]
@@ -407,12 +424,12 @@ class _Tracker:
             return ("leaf", self.path(), ev[3], ev[2])
         elif k == OBJ_START or k == ARR_START:
             self._next()
-            path = self.path()
+            depth = len(self.prefix) + len(self.frames)
             self.frames.append([k == ARR_START, None, 0])
-            return ("open", path, None, ev[1])
+            return ("open", depth, None, ev[1])
         elif k == OBJ_END or k == ARR_END:
             self.frames.pop()
-            return ("close", self.path(), None, ev[1])
+            return ("close", len(self.prefix) + len(self.frames), None, ev[1])
         return None
 
 
@@ -757,21 +774,22 @@ class _JsonRegion(_Region):
         r = self.tracker.on(ev)
         if r is None:
             return
-        what, path, value, pos = r
+        what, where, value, pos = r
         index = self.index
         if what == "leaf":
             self._flush(pos)
-            self.out.append(ToolCallValue(index, path, value))
+            self.out.append(ToolCallValue(index, where, value))
         elif what == "open":
-            if len(path) == 1:
+            if where == 1:
                 self.cstart = pos
-        elif not path:  # the arguments object is complete
+        elif where == 0:  # the arguments object is complete
             self._flush(pos + 1)
             if self.fmt == "harmony":
                 self.end_call("".join(self.args_parts))
-        elif len(path) == 1:
+        elif where == 1:
             self._flush(pos + 1)
-            self.out.append(ToolCallValue(index, path, json.loads(self.log.slice(self.cstart, pos + 1))))
+            value = json.loads(self.log.slice(self.cstart, pos + 1))
+            self.out.append(ToolCallValue(index, self.tracker.path(), value))
 
     def _flush(self, upto: int) -> None:
         if self.args_end >= 0:

@@ -18,6 +18,7 @@ __all__ = [
     "Unsupported",
     "byte_token_value",
     "bytelevel_char_to_byte",
+    "fused_replaces",
     "hf_steps",
     "window_limit",
 ]
@@ -288,6 +289,41 @@ def hf_steps(tokenizer: Any) -> list[Mapping[str, Any]] | None:
         return None
     state = decoder.__getstate__()
     return _decoder_steps(json.loads(state if isinstance(state, str) else bytes(state).decode("utf-8")))
+
+
+def fused_replaces(
+    steps: list[Mapping[str, Any]],
+) -> tuple[list[Mapping[str, Any]], tuple[tuple[str, str], ...]]:
+    """Split off a chain's tail of literal ``Replace`` steps on the fused output that no table
+    applies per token (a pattern of several characters, or any once bytes were converted): the
+    steps before it, and the tail's ``(pattern, content)`` pairs, streamed by
+    :mod:`._post_replace`. A chain with no such tail (or with other steps in it) is returned as
+    it is, with no pairs."""
+    fused = after_bytes = False
+    for k, step in enumerate(steps):
+        kind = step.get("type")
+        if kind == "Fuse":
+            fused = True
+        elif kind in ("ByteLevel", "ByteFallback"):
+            fused = fused or kind == "ByteLevel"
+            after_bytes = True
+        elif fused and kind == "Replace" and "String" in step.get("pattern", {}):
+            if after_bytes or not _single_char_pattern(step):
+                tail = steps[k:]
+                if all(t.get("type") == "Fuse" or _literal_replace(t) for t in tail):
+                    pairs = tuple(
+                        (str(t["pattern"]["String"]), str(t["content"]))
+                        for t in tail
+                        if t.get("type") == "Replace"
+                    )
+                    if all(a for a, _ in pairs):
+                        return list(steps[:k]), pairs
+                return steps, ()
+    return steps, ()
+
+
+def _literal_replace(step: Mapping[str, Any]) -> bool:
+    return step.get("type") == "Replace" and "String" in step.get("pattern", {})
 
 
 def window_limit(tokenizer: Any) -> str | None:

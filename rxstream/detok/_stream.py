@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._ids import as_token_ids, prompt_tuple
+from ._post_replace import ReplacingEngine
 from ._protocol import TokenizerProtocol, as_detok_tokenizer
 from ._table_engine import TableEngine
 from ._window_engine import WindowEngine
@@ -141,16 +142,20 @@ class StreamDetokenizer:
     ) -> None:
         self.tokenizer: TokenizerProtocol = tok
         table = tok.decode_table(skip_special_tokens)
-        engine: TableEngine | WindowEngine
+        engine: TableEngine | ReplacingEngine | WindowEngine
         if table is not None:
             engine = TableEngine(table)
+            if table.post_replace:
+                engine = ReplacingEngine(engine, table.post_replace)
         else:
             limit_of = getattr(tok, "window_limit", None)
             limit = limit_of() if callable(limit_of) else None
             if limit:
                 warnings.warn(
                     f"detokenize: the tokenizer's decoder cannot be streamed exactly ({limit}); the "
-                    "text is decoded over a window of ids and may differ from tokenizer.decode",
+                    "text is decoded over a window of ids: where that step's result depends on text "
+                    "before the window, or on tokens still to come, the streamed text can differ "
+                    "from tokenizer.decode (text already emitted is never taken back)",
                     InexactDecoderWarning,
                     stacklevel=3,  # the caller of the constructor or of a factory's function
                 )

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._chains import ChainBuilder, Unsupported, hf_steps
+from ._chains import ChainBuilder, Unsupported, fused_replaces, hf_steps
 
 __all__ = [
     "DecodeTable",
@@ -55,6 +55,9 @@ class DecodeTable:
             becomes a space, or vanishes when the run is the first token ("" for no such rule).
         run_rep_drop_first: whether ``run_rep`` vanishes (rather than becoming a space) in a run
             that is the first token.
+        post_replace: literal ``(pattern, content)`` replacements the decoder applies to the
+            fused output after everything else, in order (streamed by
+            :class:`~._post_replace.ReplacingEngine`; matches may span tokens).
     """
 
     later: Sequence[bytes | None]
@@ -65,6 +68,7 @@ class DecodeTable:
     run_ids: frozenset[int] = field(default_factory=frozenset)
     run_rep: str = ""
     run_rep_drop_first: bool = False
+    post_replace: tuple[tuple[str, str], ...] = ()
     fast_texts: list[str | None] | None = field(default=None, init=False, repr=False)
     """Filled on first use by the stream engine (text of ids whose bytes are complete UTF-8)."""
     split_tails: list[tuple[str, bytes] | None] | None = field(default=None, init=False, repr=False)
@@ -95,8 +99,9 @@ def table_from_hf(tokenizer: Any, skip_special_tokens: bool) -> DecodeTable | No
         skip_special_tokens: whether special tokens vanish (as in ``decode(..., skip_special_tokens)``).
     """
     steps = hf_steps(tokenizer)
+    head, post = fused_replaces(steps) if steps else (steps, ())
     try:
-        builder = ChainBuilder(steps or [])
+        builder = ChainBuilder(head or [])
     except Unsupported:
         return None
 
@@ -139,4 +144,5 @@ def table_from_hf(tokenizer: Any, skip_special_tokens: bool) -> DecodeTable | No
         run_ids=frozenset(run_ids),
         run_rep=builder.run_rep,
         run_rep_drop_first=builder.run_rep_drop_first,
+        post_replace=post,
     )

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.responses import JSONResponse
 
-__all__ = ["RequestError"]
+from ..text import HoldLimitError, RegexBudgetError
+
+__all__ = ["RequestError", "generation_error"]
 
 
 class RequestError(Exception):
@@ -26,7 +30,19 @@ class RequestError(Exception):
         self.kind = kind
         self.code = code
 
+    def body(self) -> dict[str, Any]:
+        """The OpenAI-style error object: ``{"error": {"message", "type", "param", "code"}}``."""
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
     def response(self) -> JSONResponse:
         """The error as a JSON response."""
-        body = {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
-        return JSONResponse(body, status_code=self.status)
+        return JSONResponse(self.body(), status_code=self.status)
+
+
+def generation_error(exc: BaseException) -> RequestError:
+    """What a failure during a generation tells the client: the request's own rules asked too
+    much (a 400 naming ``rxstream``: a regex budget or a hold limit with ``on_hold_limit="error"``),
+    else the server failed (500)."""
+    if isinstance(exc, RegexBudgetError | HoldLimitError):
+        return RequestError(f"the request's rules: {exc}", param="rxstream", code="rules_too_costly")
+    return RequestError(f"generation failed: {exc}", status=500, kind="server_error")

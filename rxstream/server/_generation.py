@@ -15,6 +15,7 @@ from .._piece import Piece
 from .._sampling_params import SamplingParams
 from ..aio import to_async_iterable
 from ._channels import ChatPlan, channel_stream
+from ._lanes import Lane
 from ._requests import GenerationRequest
 from ._state import ServerState
 
@@ -39,6 +40,7 @@ def _generated_ids(
     until: reactivex.Observable[Any] | None,
     choice: int = 0,
     ready: Callable[[], bool] | None = None,
+    lane: Lane | None = None,
 ) -> reactivex.Observable[Any]:
     """The model's ids for one request (see :func:`build_text_stream` for the arguments); pieces
     with log-probabilities when the request asks for them."""
@@ -48,7 +50,7 @@ def _generated_ids(
     ids: reactivex.Observable[Any] = model.generate(
         list(prompt_ids),
         params=request.sampling_params(model_defaults(model), choice),
-        on_finish=on_finish,
+        on_finish=lane.relay(on_finish) if lane is not None else on_finish,
         scheduler=scheduler,
         **extra,
     )
@@ -61,6 +63,8 @@ def _generated_ids(
         ids = ids.pipe(ops.take_until(until.pipe(ops.do_action(on_next=cancelled))))
     if on_token is not None:
         ids = ids.pipe(ops.do_action(on_next=on_token))
+    if lane is not None:  # what follows runs in the lane, off the model's thread
+        ids = ids.pipe(lane)
     return ids
 
 
@@ -75,6 +79,7 @@ def build_text_stream(
     until: reactivex.Observable[Any] | None = None,
     choice: int = 0,
     ready: Callable[[], bool] | None = None,
+    lane: Lane | None = None,
 ) -> reactivex.Observable[Any]:
     """The text of one request: the model's ids through :func:`~rxstream.operators.text_pipeline`
     (``detokenize -> stop -> replace``, the order ``rxstream chat`` uses too).
@@ -92,6 +97,8 @@ def build_text_stream(
     and the text completes normally, so the response ends cleanly. ``choice``: the index of this
     generation among the request's ``n`` (it samples with ``seed + choice``). ``ready`` (only for a
     model that batches, see :func:`batches`) pauses the generation while it returns False.
+    ``lane``: the pipeline runs in this :class:`~._lanes.Lane` instead of on the model's thread
+    (a batch's worker thread must not wait for one request's text work).
     """
     from rxstream.operators import text_pipeline
 
@@ -105,6 +112,7 @@ def build_text_stream(
         until=until,
         choice=choice,
         ready=ready,
+        lane=lane,
     )
     pipeline = text_pipeline(
         model.tokenizer,
@@ -130,6 +138,7 @@ def build_chat_stream(
     until: reactivex.Observable[Any] | None = None,
     choice: int = 0,
     ready: Callable[[], bool] | None = None,
+    lane: Lane | None = None,
 ) -> reactivex.Observable[Any]:
     """A chat request's items routed by ``plan`` (:func:`~._channels.channel_stream`): answer and
     reasoning :class:`~._channels.TextDelta` items and tool-call events; the request's ``stop``
@@ -145,6 +154,7 @@ def build_chat_stream(
         until=until,
         choice=choice,
         ready=ready,
+        lane=lane,
     )
     return channel_stream(
         ids,
@@ -163,6 +173,9 @@ _QUEUED_DELTAS = 64
 _QUEUED_CHARS = 4096
 """Characters a batched generation may queue for its response before it pauses (its row skips
 decode steps; the batch's other rows go on)."""
+
+_QUEUED_IDS = 32
+"""Ids a batched generation's lane may hold before its row pauses (its text work is behind)."""
 
 
 def batches(model: GenerativeModel) -> bool:
@@ -190,9 +203,10 @@ class _Backlog:
     """How much a generation has emitted that its response has not taken yet (two counters, each
     written by one side: the batch's thread and the event loop)."""
 
-    __slots__ = ("consumed", "limit", "produced")
+    __slots__ = ("consumed", "lane", "limit", "produced")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, lane: Lane | None = None) -> None:
+        self.lane = lane
         self.limit = limit
         self.produced = 0
         self.consumed = 0
@@ -201,6 +215,9 @@ class _Backlog:
         self.produced += _size(item)
 
     def ready(self) -> bool:
+        lane = self.lane
+        if lane is not None and lane.pending >= _QUEUED_IDS:
+            return False
         return self.produced - self.consumed < self.limit
 
 
@@ -259,7 +276,9 @@ class Generation:
             stats.generation_started()
             ait: AsyncIterator[Any] | None = None
             batched = self.state.batching
-            backlog = _Backlog(_QUEUED_CHARS) if batched else None
+            # a batched model's thread decodes every row: the text work runs in a lane of the pool
+            lane = self.state.lanes.lane() if batched else None
+            backlog = _Backlog(_QUEUED_CHARS, lane) if batched else None
             try:
                 common: dict[str, Any] = {
                     "on_finish": self.recorder,
@@ -268,6 +287,7 @@ class Generation:
                     "until": self.state.shutdown,
                     "choice": self.choice,
                     "ready": backlog.ready if backlog is not None else None,
+                    "lane": lane,
                 }
                 source: reactivex.Observable[Any] = (
                     build_chat_stream(self.state.model, self.prompt_ids, self.request, self.plan, **common)

@@ -13,7 +13,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from .._generative_model import supports_logprobs
 from ._body import read_json
-from ._errors import RequestError
+from ._errors import RequestError, generation_error
 from ._generation import Generation, model_defaults
 from ._logprobs import TokenNames
 from ._prompt import fit_budget, prompt_ids
@@ -62,7 +62,9 @@ class Handlers:
         limits, stats = state.limits, state.stats
         try:
             body = await read_json(request, limits)
-            req = validate_request(body, chat=chat, limits=limits)
+            # off the event loop: compiling a request's rules takes milliseconds (bounded by the
+            # limits), which every other stream's events would otherwise wait for
+            req = await asyncio.to_thread(validate_request, body, chat=chat, limits=limits)
             self._check_model(body)
             names = await self._token_names(req)
             ids, plan = await prompt_ids(state, req)
@@ -89,7 +91,7 @@ class Handlers:
             return Response(status_code=499)
         error, results = result
         if error is not None:
-            return RequestError(f"generation failed: {error}", status=500, kind="server_error").response()
+            return generation_error(error).response()
         return JSONResponse(completion_body(results, rid, created, state.model_name, names))
 
     def _check_model(self, body: dict[str, object]) -> None:

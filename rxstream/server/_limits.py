@@ -37,6 +37,13 @@ class ServerLimits:
         max_regex_chars: longest regex pattern.
         max_regex_hold: the largest (and the default) ``max_hold`` of a regex rule: the most text
             one rule may hold back, in characters.
+        max_regex_nodes: the most automaton nodes a request's regex rules may make together
+            (counted repeats are expanded: ``{1,250}`` is 250 copies); more is refused (400).
+        max_regex_states: the most DFA states a request's regex rules may build while its text
+            streams (states the shared, cached automaton already has cost nothing); past it the
+            request fails with an error naming its rules.
+        max_regex_seconds: the most CPU time a request's regex rules may spend building those
+            states; likewise.
         max_messages: most chat messages.
         max_tools: most ``tools`` in a chat request (OpenAI allows 128).
         max_n: the largest ``n`` (choices per request; each is a generation of its own).
@@ -68,6 +75,9 @@ class ServerLimits:
     max_regex_rules: int = 16
     max_regex_chars: int = 256
     max_regex_hold: int = 256
+    max_regex_nodes: int = 4096
+    max_regex_states: int = 1000
+    max_regex_seconds: float = 0.025
     max_messages: int = 256
     max_tools: int = 128
     max_n: int = 8
@@ -84,7 +94,7 @@ class ServerLimits:
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            if name.endswith(("_timeout", "_interval")):
+            if name.endswith(("_timeout", "_interval", "_seconds")):
                 if (
                     isinstance(value, bool)
                     or not isinstance(value, int | float)

@@ -15,18 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._sampling_params import SamplingParams, SamplingParamsError
-from ..text import (
-    RegexReplaceRules,
-    RegexRule,
-    RegexStopRules,
-    ReplaceRules,
-    StopRules,
-    replace_rules_any,
-    rx,
-    stop_rules_any,
-)
+from ..text import RegexReplaceRules, RegexStopRules, ReplaceRules, StopRules
 from ._errors import RequestError
 from ._limits import ServerLimits
+from ._request_rules import compile_rules, parse_extension
 from ._tools import (
     ToolChoice,
     parse_assistant_tool_calls,
@@ -435,130 +427,6 @@ def _parse_stop(body: Mapping[str, Any], limits: ServerLimits) -> tuple[str, ...
     return tuple(stops)
 
 
-def _regex_rule(raw: Any, where: str, limits: ServerLimits, what: str) -> tuple[RegexRule, Any]:
-    """One regex rule: ``"pattern"`` or ``{"regex": "pattern", "max_hold": n, ...}``; 400 naming it."""
-    extra: Any = None
-    if isinstance(raw, str):
-        pattern, hold = raw, limits.max_regex_hold
-    elif isinstance(raw, Mapping) and isinstance(raw.get("regex"), str):
-        allowed = {"regex", "max_hold", *([] if what == "stop" else ["replacement"])}
-        unknown = set(raw) - allowed
-        if unknown:
-            raise RequestError(f"{where}: unknown fields {sorted(unknown)}", param=where)
-        pattern = raw["regex"]
-        hold = raw.get("max_hold", limits.max_regex_hold)
-        if isinstance(hold, bool) or not isinstance(hold, int) or not 1 <= hold <= limits.max_regex_hold:
-            raise RequestError(
-                f"{where}: max_hold must be an integer from 1 to {limits.max_regex_hold}, got {hold!r}"[:300],
-                param=where,
-            )
-        if what != "stop":
-            extra = raw.get("replacement")
-            if not isinstance(extra, str):
-                raise RequestError(f"{where}: 'replacement' must be a string", param=where)
-            if len(extra) > limits.max_replace_chars:
-                raise RequestError(
-                    f"{where}: replacements are limited to {limits.max_replace_chars} characters", param=where
-                )
-    else:
-        form = '"pattern" or {"regex": "pattern"}' if what == "stop" else '{"regex": ..., "replacement": ...}'
-        raise RequestError(f"{where}: a regex rule must be {form}, got {raw!r}"[:300], param=where)
-    if not pattern:
-        raise RequestError(f"{where}: the regex must be a non-empty string", param=where)
-    if len(pattern) > limits.max_regex_chars:
-        raise RequestError(f"{where}: a regex is limited to {limits.max_regex_chars} characters", param=where)
-    try:
-        rule = rx(pattern, max_hold=hold)
-        if extra is not None:
-            replace_rules_any([(rule, extra)], owner="replacement")  # checks the template (\1, \g<name>)
-        return rule, extra
-    except ValueError as exc:
-        raise RequestError(f"{where}: {exc}"[:500], param=where) from None
-
-
-def _parse_extension(
-    body: Mapping[str, Any], limits: ServerLimits
-) -> tuple[list[tuple[str | RegexRule, str]], list[RegexRule]]:
-    """The ``rxstream`` extension field: replace rules (literal pairs and regex objects) and regex stops.
-
-    ``{"replace": {"old": "new"} | [[old, new] | {"regex": ..., "replacement": ...}, ...],
-    "stop_regex": ["pattern" | {"regex": ..., "max_hold": n}, ...]}``.
-    """
-    ext = body.get("rxstream")
-    if ext is None:
-        return [], []
-    if not isinstance(ext, Mapping):
-        raise RequestError(
-            '\'rxstream\' must be an object like {"replace": {"old": "new"}}', param="rxstream"
-        )
-    unknown = set(ext) - {"replace", "stop_regex"}
-    if unknown:
-        raise RequestError(f"unknown 'rxstream' fields: {sorted(unknown)}", param="rxstream")
-    raw_rules = ext.get("replace")
-    pairs: list[Any]
-    if isinstance(raw_rules, Mapping):
-        pairs = list(raw_rules.items())
-    elif isinstance(raw_rules, list):
-        pairs = raw_rules
-    elif raw_rules is None:
-        pairs = []
-    else:
-        raise RequestError(
-            "'rxstream.replace' must be an object or a list of [old, new] pairs", param="rxstream.replace"
-        )
-    if len(pairs) > limits.max_replace_rules:
-        raise RequestError(
-            f"at most {limits.max_replace_rules} replace rules are allowed", param="rxstream.replace"
-        )
-    raw_stops = ext.get("stop_regex")
-    if raw_stops is None:
-        raw_stops = []
-    elif not isinstance(raw_stops, list):
-        raise RequestError("'rxstream.stop_regex' must be a list of regexes", param="rxstream.stop_regex")
-    regex_count = len(raw_stops) + sum(isinstance(p, Mapping) for p in pairs)
-    if regex_count > limits.max_regex_rules:
-        raise RequestError(
-            f"at most {limits.max_regex_rules} regex rules are allowed (stop_regex and replace), "
-            f"got {regex_count}",
-            param="rxstream",
-        )
-    rules: list[tuple[str | RegexRule, str]] = []
-    for index, pair in enumerate(pairs):
-        if isinstance(pair, Mapping):
-            rule, replacement = _regex_rule(pair, f"rxstream.replace[{index}]", limits, "replace")
-            rules.append((rule, replacement))
-            continue
-        if not (isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
-            raise RequestError(
-                f"a replace rule must be [old, new] strings or a regex object, got {pair!r}"[:300],
-                param="rxstream.replace",
-            )
-        old, new = pair
-        if not old:
-            raise RequestError("a replace pattern must be a non-empty string", param="rxstream.replace")
-        if len(old) > limits.max_replace_chars or len(new) > limits.max_replace_chars:
-            raise RequestError(
-                f"replace patterns and replacements are limited to {limits.max_replace_chars} characters",
-                param="rxstream.replace",
-            )
-        rules.append((old, new))
-    stops = [_regex_rule(r, f"rxstream.stop_regex[{i}]", limits, "stop")[0] for i, r in enumerate(raw_stops)]
-    return rules, stops
-
-
-def _compile_rules(
-    stops: tuple[str, ...], replace: list[tuple[str | RegexRule, str]], regex_stops: list[RegexRule]
-) -> tuple[StopRules | RegexStopRules, ReplaceRules | RegexReplaceRules]:
-    """Compile the request's rules once (a failure here names the rule set: 400)."""
-    try:
-        return (
-            stop_rules_any([*stops, *regex_stops], owner="stop"),
-            replace_rules_any(replace, owner="rxstream.replace"),
-        )
-    except ValueError as exc:
-        raise RequestError(str(exc)[:500], param="rxstream") from None
-
-
 def _parse_sampling(body: Mapping[str, Any]) -> dict[str, Any]:
     """The sampling fields the request gives (absent or null: the model's default)."""
     given = {
@@ -601,8 +469,8 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
     max_tokens, given = _parse_budget(body, chat, limits)
     n = _parse_n(body, chat, limits)
     logprobs = _parse_logprobs(body, chat, limits)
-    replace, regex_stops = _parse_extension(body, limits)
-    stop, replace_compiled = _compile_rules(_parse_stop(body, limits), replace, regex_stops)
+    replace, regex_stops, read = parse_extension(body, limits)
+    stop, replace_compiled = compile_rules(_parse_stop(body, limits), replace, regex_stops, limits, read)
     return GenerationRequest(
         chat=chat,
         prompt=prompt,

@@ -14,6 +14,7 @@ from .._finish import Finish, FinishReason
 from .._piece import Piece
 from ..text import RegexStop
 from ._channels import TextDelta
+from ._errors import generation_error
 from ._generation import Generation
 from ._logprobs import ChatLogprobs, CompletionLogprobs, TokenNames
 from ._sse import sse
@@ -64,10 +65,9 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 
 def error_event(exc: BaseException) -> dict[str, Any]:
-    """A failure during a stream, as the ``{"error": ...}`` event OpenAI's clients understand."""
-    return {
-        "error": {"message": f"generation failed: {exc}", "type": "server_error", "param": None, "code": None}
-    }
+    """A failure during a stream, as the ``{"error": ...}`` event OpenAI's clients understand
+    (:func:`~._errors.generation_error`: the request's own rules, or the server)."""
+    return generation_error(exc).body()
 
 
 class ChatOutput:

@@ -11,6 +11,7 @@ from reactivex.scheduler import ThreadPoolScheduler
 from reactivex.subject import ReplaySubject
 
 from .._generative_model import GenerativeModel
+from ._lanes import TextLanes
 from ._limits import ServerLimits
 from ._stats import ServerStats
 
@@ -35,6 +36,7 @@ class ServerState:
         shutdown: emits once when the server begins to shut down; every generation ends there
             (a replay subject: a generation that starts later ends at once).
         reasoning_format: the preset chat output is routed with (reasoning, tool calls), or None.
+        lanes: the pool that runs batched generations' text pipelines, off the batch's thread.
     """
 
     model: GenerativeModel
@@ -48,6 +50,7 @@ class ServerState:
     shutdown: ReplaySubject[bool] = field(default_factory=lambda: ReplaySubject(buffer_size=1))
     loop: asyncio.AbstractEventLoop | None = None
     reasoning_format: str | None = None
+    lanes: TextLanes = field(default_factory=TextLanes)
 
     def begin_shutdown(self) -> None:
         """End every generation now (thread-safe; from a signal handler too): their streams end

@@ -14,14 +14,19 @@ What is in it, bottom up:
 - :mod:`._regex` (with ``_regex_*``) -- :class:`RegexScanner`, the streaming leftmost-longest
   regular-expression engine; :mod:`._regex_ops` -- regular-expression rules (:func:`rx`) beside
   literal ones: :func:`replace_rules_any` / :func:`stop_rules_any`, :class:`RegexReplacer`,
-  :class:`RegexStopMatcher`, :class:`RegexStop` (SEMANTICS §7).
+  :class:`RegexStopMatcher`, :class:`RegexStop` (SEMANTICS §7); :mod:`._regex_budget` --
+  :class:`RegexBudget`, what one stream may spend building the lazy DFA; :mod:`._regex_cache` --
+  compiled rule sets kept by their sources (:func:`rule_cache_info`); :mod:`._regex_probe` --
+  :func:`probe_budget`, a rule set tried on sample text within a budget before streams run it.
 
 The ``replace``, ``hold_back`` and ``stop`` operators (:mod:`rxstream.operators`) run on these
 engines; :class:`Replacer`, :class:`StopMatcher`, :func:`replace_text`, :func:`stop_text` and
 :data:`Rules` are also exported from :mod:`rxstream`.
 """
 
-from ._regex import HoldLimitError
+from ._regex import HoldLimitError, automaton_nodes
+from ._regex_budget import RegexBudget, RegexBudgetError
+from ._regex_cache import clear_rule_cache, rule_cache_info
 from ._regex_ops import (
     RegexReplacer,
     RegexReplaceRules,
@@ -29,6 +34,7 @@ from ._regex_ops import (
     RegexStop,
     RegexStopMatcher,
     RegexStopRules,
+    check_replacement,
     is_regex_rule,
     make_replacer,
     make_stop_matcher,
@@ -36,6 +42,7 @@ from ._regex_ops import (
     rx,
     stop_rules_any,
 )
+from ._regex_probe import PROBE_TEXT, probe_budget
 from ._replacer import Replacer, replace_text
 from ._rules import (
     ReplaceRules,
@@ -51,8 +58,11 @@ from ._stop_matcher import StopMatcher, stop_text
 from ._trie import PatternTrie
 
 __all__ = [
+    "PROBE_TEXT",
     "HoldLimitError",
     "PatternTrie",
+    "RegexBudget",
+    "RegexBudgetError",
     "RegexReplaceRules",
     "RegexReplacer",
     "RegexRule",
@@ -66,14 +76,19 @@ __all__ = [
     "StopMatcher",
     "StopRules",
     "StopScanner",
+    "automaton_nodes",
+    "check_replacement",
+    "clear_rule_cache",
     "is_regex_rule",
     "make_replacer",
     "make_stop_matcher",
     "normalize_rules",
     "normalize_stops",
+    "probe_budget",
     "replace_rules",
     "replace_rules_any",
     "replace_text",
+    "rule_cache_info",
     "rx",
     "stop_rules",
     "stop_rules_any",

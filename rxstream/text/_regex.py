@@ -87,9 +87,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
 
 from ._regex_alphabet import EDGE, Alphabet, _intervals
+from ._regex_budget import RegexBudget, RegexBudgetError, stepper
 from ._regex_dfa import DEAD, Dfa, State
 from ._regex_rules import Rule, find_all_leftmost_longest, normalize_rules
-from ._regex_syntax import A_BOUND_U, ASSERT, CHAR, Nfa, parse_rule
+from ._regex_syntax import A_BOUND_U, ASSERT, CHAR, Nfa, count_nodes, parse_rule
 
 __all__ = [
     "DEFAULT_MAX_HOLD",
@@ -98,6 +99,7 @@ __all__ = [
     "RegexRules",
     "RegexScanner",
     "ScanResult",
+    "automaton_nodes",
     "empty_matches",
     "find_all_leftmost_longest",
 ]
@@ -184,7 +186,7 @@ class RegexRules:
         """The rules whose hold limit raises :class:`HoldLimitError` (a bit mask)."""
         nfa = Nfa()
         for index, rule in enumerate(self.rules):
-            parse_rule(nfa, index, rule.pattern, rule.flags)
+            parse_rule(nfa, index, rule.pattern, rule.flags, rule.engine)
         engine = self.rules[0].engine
         words = any(k == ASSERT and nfa.arg[n] >= A_BOUND_U for n, k in enumerate(nfa.kind))
         shortest_mask = sum(1 << r for r, s in enumerate(shortest_of) if s)
@@ -228,13 +230,31 @@ class RegexRules:
         return pinned.match(match.before + match.text + match.after, len(match.before))
 
 
+def automaton_nodes(rules: Sequence[Any], limit: int | None = None) -> int:
+    """How many NFA nodes ``rules`` (pattern strings, ``re.Pattern`` or ``regex.Pattern``) make,
+    parsed only (no automaton is built: cheap, and bounded by ``limit``).
+
+    Raises:
+        ValueError: a pattern the engine does not support, or more than ``limit`` nodes.
+    """
+    total = 0
+    for rule in normalize_rules(rules):
+        total += count_nodes(rule.pattern, rule.flags, rule.engine)
+        if limit is not None and total > limit:
+            raise ValueError(
+                f"pattern too large: more than {limit} automaton nodes "
+                "(counted repeats are expanded: {1,250} is 250 copies)"
+            )
+    return total
+
+
 def empty_matches(rule: Any) -> frozenset[tuple[bool, bool]]:
     """Where ``rule`` (a pattern string, ``re.Pattern`` or ``regex.Pattern``) matches the empty
     string: ``(at_start, at_end)`` pairs as in :attr:`RegexRules.empty`; raises ValueError for
     what the engine does not support."""
     (normal,) = normalize_rules([rule])
     nfa = Nfa()
-    parse_rule(nfa, 0, normal.pattern, normal.flags)
+    parse_rule(nfa, 0, normal.pattern, normal.flags, normal.engine)
     words = any(k == ASSERT and nfa.arg[n] >= A_BOUND_U for n, k in enumerate(nfa.kind))
     dfa = Dfa(nfa, Alphabet(normal.engine, nfa.leaves, words))
     return frozenset((p == EDGE, x == EDGE) for p, x in dfa.empty_contexts(nfa.starts[0]))
@@ -267,8 +287,12 @@ class RegexScanner:
         steps: DFA steps taken (for complexity tests: at most ``(max(max_hold) + 1) * pos``).
     """
 
-    def __init__(self, rules: RegexRules) -> None:
+    def __init__(self, rules: RegexRules, budget: RegexBudget | None = None) -> None:
         self.rules = rules
+        self.budget = budget
+        """What this stream may spend building the automaton (:class:`RegexBudget`); past it
+        :meth:`feed` raises :class:`RegexBudgetError`."""
+        self._step, self.meter = stepper(rules.dfa, budget)
         self.pos = 0
         self.released = 0
         self.steps = 0
@@ -301,7 +325,7 @@ class RegexScanner:
         if chunk:
             try:
                 self._scan(chunk, found)
-            except HoldLimitError:
+            except (HoldLimitError, RegexBudgetError):
                 self._done = True  # the state is partly updated: no further use
                 raise
         return ScanResult(found, self.released)
@@ -329,7 +353,7 @@ class RegexScanner:
         if dfa.resets != self._resets:
             self._init.clear()
             self._resets = dfa.resets
-        step = dfa.step
+        step = self._step
         skip = self.rules.skip
         init_after = self._init
         first_limit = self.rules.limits[0][0]

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import array
 import functools
+import importlib
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,30 +38,110 @@ def _all_code_points() -> str:
     return array.array("I", range(0x110000)).tobytes().decode("utf-32-le", "surrogatepass")
 
 
-_PLAIN = re.compile(r"\[(\^?)((?:\\U[0-9a-f]{8}(?:-\\U[0-9a-f]{8})?)+)\]")
-_ITEM = re.compile(r"\\U([0-9a-f]{8})(?:-\\U([0-9a-f]{8}))?")
+_PROPERTY_ITEM = r"\\[pP](?:\{[^}]*\}|[A-Za-z])|\[:\^?[A-Za-z]+:\]"
+_CLASS = re.compile(r"\[(\^?)((?:\\U[0-9a-f]{8}(?:-\\U[0-9a-f]{8})?|\\[dDsSwW]|" + _PROPERTY_ITEM + r")+)\]")
+_ITEM = re.compile(r"\\U([0-9a-f]{8})(?:-\\U([0-9a-f]{8}))?|\\([dDsSwW])|(" + _PROPERTY_ITEM + ")")
+
+_FLAG_NAMES = ("IGNORECASE", "ASCII", "DOTALL", "MULTILINE", "VERBOSE")
+
+
+def native_flags(engine: Any, flags: int) -> int:
+    """``flags`` (``re``'s bits, as the parser and the leaves keep them) in ``engine``'s own bits
+    (``regex`` numbers ASCII differently)."""
+    if engine is re:
+        return flags
+    out = 0
+    for name in _FLAG_NAMES:
+        if flags & getattr(re, name):
+            out |= getattr(engine, name)
+    return int(out)
+
+
+@functools.cache
+def _cased(engine: Any, ascii_only: bool) -> tuple[int, ...]:
+    """The code points whose match case folding can change, in order (a superset is fine: those
+    are asked of the engine). ``re``: ``_sre``'s own test (ASCII letters under ASCII); ``regex``:
+    every code point with a case or a case mapping, by its own properties."""
+    if engine is re:
+        if ascii_only:
+            return tuple(c for c in range(128) if chr(c).isalpha())
+        sre: Any = importlib.import_module("_sre")
+        return tuple(c for c in range(0x110000) if sre.unicode_iscased(c))
+    mapped = engine.compile(
+        r"[\p{Cased}\p{Changes_When_Casefolded}\p{Changes_When_Lowercased}\p{Changes_When_Uppercased}"
+        r"\p{Changes_When_Titlecased}\p{Changes_When_Casemapped}]"
+    )
+    return tuple(sorted({*_cased(re, False), *(m.start() for m in mapped.finditer(_all_code_points()))}))
+
+
+@functools.cache
+def _cased_text(engine: Any, ascii_only: bool) -> str:
+    return "".join(map(chr, _cased(engine, ascii_only)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _intervals(engine: Any, source: str, flags: int) -> tuple[tuple[int, int], ...]:
+    """The code points matched by the one-character pattern ``source`` (``flags``: ``re``'s bits),
+    as inclusive intervals.
+
+    A class of literals, ranges, categories and (``regex``) property or POSIX classes is the union
+    of its items (each category or property asked of the engine once, over all code points, and
+    cached); with case folding, the engine decides the characters that folding can change (a few
+    thousand), and the others keep what the class says of them without folding. Anything else is
+    asked of the engine over all code points.
+    """
+    if source == ".":
+        return _complement(((10, 10),)) if not flags & re.DOTALL else ((0, 0x10FFFF),)
+    plain = _CLASS.fullmatch(source)
+    if plain is None:
+        return _engine_intervals(engine, source, flags)
+    ivs: list[tuple[int, int]] = []
+    for lo, hi, category, prop in _ITEM.findall(plain[2]):
+        if category:
+            ivs.extend(_item_intervals(engine, "\\" + category, flags & re.ASCII))
+        elif prop:
+            ivs.extend(_item_intervals(engine, "[" + prop + "]", flags & re.ASCII))
+        else:
+            ivs.append((int(lo, 16), int(hi or lo, 16)))
+    merged = _merge(ivs)
+    base = _complement(merged) if plain[1] else merged
+    if not flags & re.IGNORECASE:
+        return base
+    # characters that folding cannot change match as without it; the others as the engine says
+    ascii_only = bool(flags & re.ASCII) and engine is re
+    cased = _cased(engine, ascii_only)
+    folded = engine.compile(source, native_flags(engine, flags))
+    inside = [cased[m.start()] for m in folded.finditer(_cased_text(engine, ascii_only))]  # a character each
+    return _merge([*_minus(base, cased), *((c, c) for c in inside)])
 
 
 @functools.lru_cache(maxsize=1024)
-def _intervals(engine: Any, source: str, flags: int) -> tuple[tuple[int, int], ...]:
-    """The code points matched by the one-character pattern ``source``, as inclusive intervals.
+def _item_intervals(engine: Any, source: str, flags: int) -> tuple[tuple[int, int], ...]:
+    """One category or property item of a class (``\\w``, ``[\\p{L}]``), asked of the engine once."""
+    return _engine_intervals(engine, source, flags)
 
-    Literal sets and ``.`` are read off directly; anything with case folding or a category
-    (``\\w``...) is asked of the engine, over all code points.
-    """
-    plain = _PLAIN.fullmatch(source)
-    if source == "." or (plain is not None and not flags & re.IGNORECASE):
-        if source == ".":
-            ivs = [(10, 10)] if not flags & re.DOTALL else []
-            negate = True
-        else:
-            assert plain is not None
-            ivs = [(int(lo, 16), int(hi or lo, 16)) for lo, hi in _ITEM.findall(plain[2])]
-            negate = bool(plain[1])
-        merged = _merge(ivs)
-        return _complement(merged) if negate else merged
-    runs = engine.compile("(?:" + source + ")+", flags).finditer(_all_code_points())
+
+def _engine_intervals(engine: Any, source: str, flags: int) -> tuple[tuple[int, int], ...]:
+    """The engine's own answer: ``(?:source)+`` over every code point, at C speed."""
+    runs = engine.compile("(?:" + source + ")+", native_flags(engine, flags)).finditer(_all_code_points())
     return tuple((m.start(), m.end() - 1) for m in runs)
+
+
+def _minus(ivs: tuple[tuple[int, int], ...], points: tuple[int, ...]) -> list[tuple[int, int]]:
+    """``ivs`` without the code points ``points`` (ascending)."""
+    out: list[tuple[int, int]] = []
+    k = 0
+    for lo, hi in ivs:
+        k = bisect_left(points, lo, k)
+        start = lo
+        while k < len(points) and points[k] <= hi:
+            if points[k] > start:
+                out.append((start, points[k] - 1))
+            start = points[k] + 1
+            k += 1
+        if start <= hi:
+            out.append((start, hi))
+    return out
 
 
 def _merge(ivs: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
@@ -101,7 +182,7 @@ class Alphabet:
     def __init__(self, engine: Any, leaves: Sequence[tuple[str, int]], words: bool = True) -> None:
         sets = [_intervals(engine, src, fl) for src, fl in leaves]
         # without \b or \B, word characters need no context of their own (they are OTHER)
-        aword = _intervals(engine, "\\w", engine.ASCII) if words else ()
+        aword = _intervals(engine, "\\w", re.ASCII) if words else ()
         uword = _intervals(engine, "\\w", 0) if words else ()
         cuts = {0, 10, 11}
         for ivs in (*sets, aword, uword):

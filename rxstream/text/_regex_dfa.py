@@ -9,8 +9,9 @@ That is exactly one character of look-behind and look-ahead: ``^``, ``$`` (MULTI
 ``\\Z``, ``\\b``, ``\\B``.
 
 States are built on demand (subset construction, one transition at a time) and cached, per class
-and per character. Past ``max_states`` cached states the whole cache is dropped and rebuilt as
-the text needs it (what RE2 does): memory stays bounded, results do not change, and the cost per
+and per character. Past ``max_states`` cached states, or ``max_cells`` kernel nodes and cached
+transitions together, the whole cache is dropped and rebuilt as the text needs it (what RE2
+does): memory stays bounded, results do not change, and the cost per
 character stays bounded by one subset step (at most the NFA's size) -- so a pattern like
 ``(a|b)*a(a|b){20}`` costs nothing at construction and at most ``max_states`` states at a time.
 
@@ -51,10 +52,14 @@ from ._regex_syntax import (
     Nfa,
 )
 
-__all__ = ["DEAD", "Dfa", "State"]
+__all__ = ["DEAD", "DEFAULT_MAX_CELLS", "Dfa", "State"]
 
 #: How many characters one state caches transitions for (its per-class cache is complete).
 _CHAR_CACHE = 4096
+
+DEFAULT_MAX_CELLS = 1 << 18
+"""The default bound on what one DFA's cache holds (kernel nodes and cached transitions: a few
+tens of bytes each, so a few MB at most)."""
 
 
 def _holds(kind: int, prev: int, nxt: int) -> bool:
@@ -76,6 +81,28 @@ def _holds(kind: int, prev: int, nxt: int) -> bool:
 
 
 _HOLDS = [[[_holds(k, p, n) for n in range(CTX_COUNT)] for p in range(CTX_COUNT)] for k in range(8)]
+
+# (previous, next) context pairs as bits ``previous * CTX_COUNT + next`` of one int
+_HOLD_MASK = [
+    sum(1 << p * CTX_COUNT + x for p in range(CTX_COUNT) for x in range(CTX_COUNT) if _HOLDS[k][p][x])
+    for k in range(8)
+]
+"""Per assertion kind, the context pairs in which it holds."""
+_COLUMNS = [
+    sum(1 << p * CTX_COUNT + x for p in range(CTX_COUNT) for x in range(CTX_COUNT) if xs >> x & 1)
+    for xs in range(1 << CTX_COUNT)
+]
+"""Per set of next contexts (a bit each), every pair whose next context is in it."""
+_ROW = (1 << CTX_COUNT) - 1
+
+
+def _rows(pairs: int) -> int:
+    """The previous contexts (a bit each) that some pair of ``pairs`` has."""
+    out = 0
+    for p in range(CTX_COUNT):
+        if pairs >> p * CTX_COUNT & _ROW:
+            out |= 1 << p
+    return out
 
 
 class State:
@@ -115,15 +142,34 @@ class Dfa:
     """
 
     def __init__(
-        self, nfa: Nfa, alphabet: Alphabet, max_states: int = 10_000, shortest_mask: int = 0
+        self,
+        nfa: Nfa,
+        alphabet: Alphabet,
+        max_states: int = 10_000,
+        shortest_mask: int = 0,
+        max_cells: int = DEFAULT_MAX_CELLS,
     ) -> None:
         if max_states < 8:
             raise ValueError("max_states must be at least 8")
+        if max_cells < 1024:
+            raise ValueError("max_cells must be at least 1024")
         self.nfa = nfa
         self.alphabet = alphabet
         self.max_states = max_states
+        self.max_cells = max_cells
+        self.cells = 0
+        """What the cache holds: kernel nodes of its states plus cached transitions (the cache is
+        dropped before it holds more than :attr:`max_cells`)."""
         self.shortest_mask = shortest_mask
         self.resets = 0
+        self.built = 0
+        """States built so far (a cache that was dropped and rebuilt counts again)."""
+        self.transitions = 0
+        """Transitions computed so far (subset steps; each costs up to the NFA's size)."""
+        self.liveness_steps = 0
+        """Nodes taken from the liveness search's work list (at most ``CTX_COUNT ** 2`` per node)."""
+        self.closure_visits = 0
+        """NFA nodes visited by the closures of transitions (at most the NFA's size each)."""
         self._eclose: dict[int, tuple[int, ...]] = {}
         self._table: dict[tuple[tuple[int, ...], int, bool], State] = {}
         self._live = self._liveness()
@@ -154,42 +200,75 @@ class Dfa:
             got = self._eclose[node] = tuple(found)
         return got
 
-    def _liveness(self) -> list[int]:
-        """Per NFA node, the bit mask of previous contexts from which a match is still reachable."""
-        nfa = self.nfa
-        sat = self.alphabet.sat
-        c2 = CTX_COUNT * CTX_COUNT
-        rev: dict[int, list[int]] = {}
-        seeds: list[int] = []
-        for n, kind in enumerate(nfa.kind):
-            if kind == FINAL:
-                seeds.extend(range(n * c2, n * c2 + c2))
-                continue
-            if kind == SPLIT:
-                continue
-            succ = self.eclose(nfa.out[n])
-            for p in range(CTX_COUNT):
-                for x in range(CTX_COUNT):
-                    v = n * c2 + p * CTX_COUNT + x
-                    if kind == ASSERT and _HOLDS[nfa.arg[n]][p][x]:
-                        targets: Iterable[int] = (m * c2 + p * CTX_COUNT + x for m in succ)
-                    elif kind == CHAR and x != EDGE and sat[nfa.arg[n]][x]:
-                        targets = (m * c2 + x * CTX_COUNT + y for m in succ for y in range(CTX_COUNT))
-                    else:
-                        continue
-                    for t in targets:
-                        rev.setdefault(t, []).append(v)
-        live = [0] * len(nfa.kind)
-        seen = set(seeds)
-        stack = seeds
+    def _closure(self, nodes: list[int]) -> list[int]:
+        """The kernel nodes reached from any of ``nodes`` by epsilon moves: one search for all of
+        them (the closures of a long chain of optional copies overlap, ``a{0,250}``)."""
+        kind, out, out2 = self.nfa.kind, self.nfa.out, self.nfa.out2
+        seen: set[int] = set()
+        found: list[int] = []
+        stack = nodes[::-1]
         while stack:
-            v = stack.pop()
-            live[v // c2] |= 1 << (v % c2 // CTX_COUNT)
-            for u in rev.get(v, ()):
-                if u not in seen:
-                    seen.add(u)
-                    stack.append(u)
-        return live
+            n = stack.pop()
+            if n < 0 or n in seen:
+                continue
+            seen.add(n)
+            if kind[n] == SPLIT:
+                stack.append(out2[n])
+                stack.append(out[n])
+            else:
+                found.append(n)
+        self.closure_visits += len(seen)
+        return found
+
+    def _liveness(self) -> list[int]:
+        """Per NFA node, the bit mask of previous contexts from which a match is still reachable.
+
+        A backward search over the NFA's own edges (SPLIT nodes included, so an epsilon chain is
+        walked once, not once per node that reaches it), carrying per node the set of
+        (previous, next) context pairs from which a match is reachable as a bit mask of
+        ``CTX_COUNT ** 2`` bits: each node's mask only grows, so each node is revisited at most
+        that many times and the search is linear in the NFA's size.
+        """
+        nfa = self.nfa
+        kind, arg, out, out2 = nfa.kind, nfa.arg, nfa.out, nfa.out2
+        sat_mask = [sum(1 << x for x in range(CTX_COUNT) if ok[x]) for ok in self.alphabet.sat]
+        n_nodes = len(kind)
+        preds: list[list[int]] = [[] for _ in range(n_nodes)]
+        for n in range(n_nodes):
+            if kind[n] == FINAL:
+                continue
+            if out[n] >= 0:
+                preds[out[n]].append(n)
+            if kind[n] == SPLIT and out2[n] >= 0:
+                preds[out2[n]].append(n)
+        full = (1 << CTX_COUNT * CTX_COUNT) - 1
+        mask = [0] * n_nodes
+        stack: list[int] = []
+        for n in range(n_nodes):
+            if kind[n] == FINAL:
+                mask[n] = full
+                stack.append(n)
+        rows_of: dict[int, int] = {}
+        while stack:
+            self.liveness_steps += 1
+            m = stack.pop()
+            got = mask[m]
+            rows = rows_of.get(got)
+            if rows is None:
+                rows = rows_of[got] = _rows(got)
+            for n in preds[m]:
+                k = kind[n]
+                if k == SPLIT:
+                    add = got
+                elif k == ASSERT:
+                    add = got & _HOLD_MASK[arg[n]]
+                else:  # CHAR: it consumes a character of context x, and its successor sees x before
+                    xs = rows & sat_mask[arg[n]] & ~(1 << EDGE)
+                    add = _COLUMNS[xs]
+                if add & ~mask[n]:
+                    mask[n] |= add
+                    stack.append(n)
+        return [rows_of[v] if v in rows_of else _rows(v) for v in mask]
 
     def nullable(self, start: int) -> bool:
         """Whether the rule starting at NFA node ``start`` matches "" in some context."""
@@ -253,10 +332,13 @@ class Dfa:
             return DEAD
         st = self._table.get(key)
         if st is None:
-            if len(self._table) >= self.max_states:
+            st = State(key[0], ctx, initial)
+            self._classify(st)  # before it is shared: another thread may read the table meanwhile
+            if len(self._table) >= self.max_states or self.cells + len(key[0]) >= self.max_cells:
                 self._drop_cache()
-            st = self._table[key] = State(key[0], ctx, initial)
-            self._classify(st)
+            self._table[key] = st
+            self.cells += len(key[0]) + 1
+            self.built += 1
         return st
 
     def _classify(self, st: State) -> None:
@@ -266,7 +348,7 @@ class Dfa:
         rules = [self._pre(st, x)[1] for x in range(CTX_COUNT)]
         pending = any(r != rules[0] for r in rules)
         later = any(
-            sat[arg[c]][x] and any(live[m] >> x & 1 for m in self.eclose(out[c]))
+            sat[arg[c]][x] and out[c] >= 0 and live[out[c]] >> x & 1
             for x in range(1, CTX_COUNT)
             for c in self._pre(st, x)[0]
         )
@@ -280,6 +362,7 @@ class Dfa:
             st.restricted.clear()
         self._table.clear()
         self._init = [None] * CTX_COUNT
+        self.cells = 0
         self.resets += 1
 
     def _resolve(
@@ -333,13 +416,16 @@ class Dfa:
             chars, rule = self._pre(st, ctx)
             mask = self.alphabet.masks[k]
             arg, out = self.nfa.arg, self.nfa.out
-            nxt: list[int] = []
-            for n in chars:
-                if mask >> arg[n] & 1:
-                    nxt.extend(self.eclose(out[n]))
+            moved = [out[n] for n in chars if mask >> arg[n] & 1]
+            nxt = self.eclose(moved[0]) if len(moved) == 1 else self._closure(moved)
             got = st.by_class[k] = (self._intern(nxt, ctx), rule)
+            self.transitions += 1
+            self.cells += 1
         if len(st.trans) < _CHAR_CACHE:
             st.trans[ch] = got
+            self.cells += 1
+            if self.cells >= self.max_cells:
+                self._drop_cache()
         return got
 
     def accept_at_end(self, st: State) -> int:

@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from ._regex import DEFAULT_MAX_HOLD, RegexMatch, RegexRules, RegexScanner
+from ._regex_budget import RegexBudget
+from ._regex_cache import cached_rules
+from ._regex_dialect import foreign_message, regex_only_construct
 from ._replacer import Replacer
 from ._rules import ReplaceRules, StopRules, replace_rules, stop_rules
 from ._stop_matcher import StopMatcher
@@ -37,6 +40,7 @@ __all__ = [
     "RegexStop",
     "RegexStopMatcher",
     "RegexStopRules",
+    "check_replacement",
     "is_regex_rule",
     "make_replacer",
     "make_stop_matcher",
@@ -150,6 +154,9 @@ def rx(
         try:
             compiled: Any = re.compile(pattern, flags)
         except re.error as exc:
+            foreign = regex_only_construct(pattern)
+            if foreign is not None:
+                raise ValueError(f"rx: {foreign_message(pattern, foreign)}") from None
             raise ValueError(f"rx: invalid pattern {pattern!r}: {exc}") from None
     elif _is_pattern(pattern):
         if flags:
@@ -177,15 +184,52 @@ def _as_rule(obj: Any) -> RegexRule:
 
 def _check(rule: RegexRule, owner: str) -> None:
     try:
-        RegexRules(
-            [rule.pattern], max_hold=rule.max_hold, shortest=rule.shortest, allow_empty=rule.allow_empty
-        )
+        _cached([rule])
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{owner}: rule {rule.source!r}: {exc}") from None
 
 
+def _key(rules: Sequence[str | RegexRule]) -> tuple[Any, ...]:
+    """What a compiled rule set depends on: each rule's source, flags, engine and options."""
+    out: list[Any] = []
+    for r in rules:
+        if isinstance(r, str):
+            out.append(r)
+        else:
+            p = r.pattern
+            out.append(
+                (
+                    type(p).__module__,
+                    p.pattern,
+                    int(p.flags),
+                    r.max_hold,
+                    r.on_hold_limit,
+                    r.shortest,
+                    r.allow_empty,
+                )
+            )
+    return tuple(out)
+
+
 def _compile(rules: Sequence[str | RegexRule], owner: str) -> RegexRules:
-    """One :class:`RegexRules` over literal strings (escaped) and regular-expression rules."""
+    """One :class:`RegexRules` over literal strings (escaped) and regular-expression rules,
+    compiled once per distinct rule list and kept (:mod:`._regex_cache`)."""
+    try:
+        return _cached(rules)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{owner}: {_name_rule(exc, rules)}") from None
+
+
+def _cached(rules: Sequence[str | RegexRule]) -> RegexRules:
+    try:
+        key = _key(rules)
+        hash(key)
+    except TypeError:  # a pattern object that cannot be a key: compiled each time
+        return _build(rules)
+    return cached_rules(key, lambda: _build(rules))
+
+
+def _build(rules: Sequence[str | RegexRule]) -> RegexRules:
     engine: Any = re
     if any(isinstance(r, RegexRule) and not isinstance(r.pattern, re.Pattern) for r in rules):
         engine = importlib.import_module("regex")
@@ -207,12 +251,7 @@ def _compile(rules: Sequence[str | RegexRule], owner: str) -> RegexRules:
             policies.append(r.on_hold_limit)
             shortest.append(r.shortest)
             empty.append(r.allow_empty)
-    try:
-        return RegexRules(
-            patterns, max_hold=holds, on_hold_limit=policies, shortest=shortest, allow_empty=empty
-        )
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"{owner}: {_name_rule(exc, rules)}") from None
+    return RegexRules(patterns, max_hold=holds, on_hold_limit=policies, shortest=shortest, allow_empty=empty)
 
 
 def _name_rule(exc: Exception, rules: Sequence[str | RegexRule]) -> str:
@@ -235,15 +274,21 @@ class RegexReplaceRules:
             a replacement a ``str`` (for a regular expression a template: ``\\1``, ``\\g<name>``),
             a callable ``match -> str``, or None (the matched text itself).
         regex: the compiled rule set.
+        budget: what one stream of these rules may spend building the automaton
+            (:class:`~rxstream.text.RegexBudget`; None: no bound).
     """
 
-    __slots__ = ("_kinds", "pairs", "regex")
+    __slots__ = ("_kinds", "budget", "pairs", "regex")
 
     def __init__(
-        self, pairs: tuple[tuple[str | RegexRule, Replacement | None], ...], regex: RegexRules
+        self,
+        pairs: tuple[tuple[str | RegexRule, Replacement | None], ...],
+        regex: RegexRules,
+        budget: RegexBudget | None = None,
     ) -> None:
         self.pairs = pairs
         self.regex = regex
+        self.budget = budget
         kinds: list[int] = []  # 0: the text itself, 1: a fixed string, 2: a template, 3: a callable
         for rule, rep in pairs:
             if rep is None:
@@ -269,17 +314,22 @@ class RegexStopRules:
     Attributes:
         strings: the rules, literal ``str`` or :class:`RegexRule`, without duplicates, in order.
         regex: the compiled rule set.
+        budget: what one stream of these rules may spend building the automaton
+            (:class:`~rxstream.text.RegexBudget`; None: no bound).
     """
 
-    __slots__ = ("regex", "strings")
+    __slots__ = ("budget", "regex", "strings")
 
-    def __init__(self, strings: tuple[str | RegexRule, ...], regex: RegexRules) -> None:
+    def __init__(
+        self, strings: tuple[str | RegexRule, ...], regex: RegexRules, budget: RegexBudget | None = None
+    ) -> None:
         self.strings = strings
         self.regex = regex
+        self.budget = budget
 
     def echo(self) -> RegexReplaceRules:
         """Rules that replace each match by itself (what ``hold_back`` runs), on the same rule set."""
-        return RegexReplaceRules(tuple((s, None) for s in self.strings), self.regex)
+        return RegexReplaceRules(tuple((s, None) for s in self.strings), self.regex, self.budget)
 
     def __repr__(self) -> str:
         return f"RegexStopRules({list(self.strings)!r})"
@@ -298,14 +348,27 @@ def _check_template(rule: RegexRule, template: str, owner: str) -> None:
         raise ValueError(f"{owner}: replacement {template!r} for {rule.source!r}: {exc}") from None
 
 
-def replace_rules_any(rules: Any, *, owner: str = "replace") -> ReplaceRules | RegexReplaceRules:
+def check_replacement(rule: RegexRule, template: str, *, owner: str = "replacement") -> None:
+    """Check a replacement template (``\\1``, ``\\g<name>``) against ``rule``'s groups without
+    compiling a rule set (``ValueError`` naming the template and the rule)."""
+    _check_template(rule, template, owner)
+
+
+def replace_rules_any(
+    rules: Any, *, owner: str = "replace", budget: RegexBudget | None = None
+) -> ReplaceRules | RegexReplaceRules:
     """Compile replace rules: literal ones as :class:`ReplaceRules`; with a regex, :class:`RegexReplaceRules`.
 
     Rules are a mapping or ``(rule, replacement)`` pairs; a rule is a non-empty ``str`` or a
     regular expression (:func:`rx`, ``re.Pattern``, ``regex.Pattern``); a replacement is a ``str``
     or (for any rule) a callable ``match -> str``. A rule given twice keeps its first replacement.
+    ``budget`` bounds what each stream of regex rules may spend building their automaton
+    (:class:`~rxstream.text.RegexBudget`); the compiled rule set itself is shared by every list
+    of the same rules (a cache keyed by their sources).
     """
-    if isinstance(rules, ReplaceRules | RegexReplaceRules):
+    if isinstance(rules, RegexReplaceRules):
+        return rules if budget is None else RegexReplaceRules(rules.pairs, rules.regex, budget)
+    if isinstance(rules, ReplaceRules):
         return rules
     if isinstance(rules, str | bytes) or is_regex_rule(rules):
         return replace_rules(rules, owner=owner)  # raises the usual TypeError
@@ -345,14 +408,17 @@ def replace_rules_any(rules: Any, *, owner: str = "replace") -> ReplaceRules | R
             _check_template(pattern, rep, owner)
         seen.setdefault(pattern, rep)
     pairs = tuple(seen.items())
-    return RegexReplaceRules(pairs, _compile([p for p, _ in pairs], owner))
+    return RegexReplaceRules(pairs, _compile([p for p, _ in pairs], owner), budget)
 
 
 def stop_rules_any(
-    stops: Any, *, owner: str = "stop", what: str = "stop string"
+    stops: Any, *, owner: str = "stop", what: str = "stop string", budget: RegexBudget | None = None
 ) -> StopRules | RegexStopRules:
-    """Compile stop rules: literal strings as :class:`StopRules`; with a regex, :class:`RegexStopRules`."""
-    if isinstance(stops, StopRules | RegexStopRules):
+    """Compile stop rules: literal strings as :class:`StopRules`; with a regex, :class:`RegexStopRules`
+    (``budget``: as for :func:`replace_rules_any`)."""
+    if isinstance(stops, RegexStopRules):
+        return stops if budget is None else RegexStopRules(stops.strings, stops.regex, budget)
+    if isinstance(stops, StopRules):
         return stops
     if is_regex_rule(stops):
         stops = [stops]
@@ -377,7 +443,7 @@ def stop_rules_any(
             raise ValueError(f"{owner}: {what} must be non-empty, got {s!r}")
         out.setdefault(s)
     strings = tuple(out)
-    return RegexStopRules(strings, _compile(strings, owner))
+    return RegexStopRules(strings, _compile(strings, owner), budget)
 
 
 class RegexReplacer:
@@ -405,7 +471,7 @@ class RegexReplacer:
                 tuple(zip((p for p, _ in rules.pairs), self._reps, strict=True)), rules.regex
             )._kinds
         )
-        self._scanner = RegexScanner(rules.regex)
+        self._scanner = RegexScanner(rules.regex, rules.budget)
         self._pending = ""  # input from position _off (everything before it is output)
         self._off = 0
 
@@ -434,7 +500,7 @@ class RegexReplacer:
         """Resolve the held text as at the end of the input, return it, and reset."""
         res = self._scanner.flush()
         out = self._emit(res.matches, res.released)
-        self._scanner = RegexScanner(self.rules.regex)
+        self._scanner = RegexScanner(self.rules.regex, self.rules.budget)
         self._pending = ""
         self._off = 0
         return out
@@ -514,7 +580,7 @@ class RegexStopMatcher:
         self.rules = stops
         self.stops = stops.strings
         self.include_stop = bool(include_stop)
-        self._scanner = RegexScanner(stops.regex)
+        self._scanner = RegexScanner(stops.regex, stops.budget)
         self._prompt_len = len(prompt)
         self._protect = len(prompt)
         self._match: RegexMatch | None = None

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._regex_dialect import foreign_message, prepare, regex_only_construct
+
 __all__ = [
     "ASSERT",
     "ASSERT_NAMES",
@@ -35,6 +37,7 @@ __all__ = [
     "FINAL",
     "SPLIT",
     "Nfa",
+    "count_nodes",
     "parse_rule",
 ]
 
@@ -59,6 +62,7 @@ ASSERT_NAMES = ("\\A", "^", "\\Z", "$", "\\b", "\\b", "\\B", "\\B")
 MAX_NODES = 100_000
 
 _LEAF_FLAGS = re.IGNORECASE | re.ASCII
+_FLAG_NAMES = ("IGNORECASE", "ASCII", "DOTALL", "MULTILINE", "VERBOSE")
 _MAXREPEAT: int = _c.MAXREPEAT
 
 _CATEGORY_SOURCE = {
@@ -96,11 +100,20 @@ class Nfa:
     leaves: list[tuple[str, int]] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)
     _leaf_ids: dict[tuple[str, int], int] = field(default_factory=dict)
+    _leaf_of: dict[tuple[Any, str, int], int] = field(default_factory=dict)
+    _props: dict[int, str] = field(default_factory=dict)
+    """This rule's placeholders: code point -> the property or POSIX class it stands for."""
+    """Leaves by parse-tree item (``id`` of a class's item list: the tree outlives the parse)."""
     _rule: int = 0
+    max_nodes: int = MAX_NODES
+    """The most nodes it may have (counted repeats are expanded: ``a{1,250}`` is 250 copies)."""
 
     def add(self, kind: int, arg: int = -1, out: int = -1, out2: int = -1) -> int:
-        if len(self.kind) >= MAX_NODES:
-            raise ValueError(f"pattern too large: more than {MAX_NODES} automaton nodes")
+        if len(self.kind) >= self.max_nodes:
+            raise ValueError(
+                f"pattern too large: more than {self.max_nodes} automaton nodes "
+                "(counted repeats are expanded: {1,250} is 250 copies)"
+            )
         self.kind.append(kind)
         self.arg.append(arg)
         self.out.append(out)
@@ -117,26 +130,72 @@ class Nfa:
         return pid
 
 
-def parse_rule(nfa: Nfa, index: int, pattern: str, flags: int) -> int:
+def parse_rule(nfa: Nfa, index: int, pattern: str, flags: int, engine: Any = re) -> int:
     """Parse ``pattern`` (with ``flags``) and add it to ``nfa`` as rule ``index``.
 
-    Returns the pattern's global flags (the given ones plus inline ``(?x)`` at its start).
-    Raises ValueError for syntax errors and for every construct that is not supported.
+    ``engine``: the rule's module; for ``regex`` its property and POSIX classes are taken
+    (:mod:`._regex_dialect`). Returns the pattern's global flags (the given ones plus inline
+    ``(?x)`` at its start). Raises ValueError for syntax errors and for every construct that is
+    not supported.
     """
-    try:
-        tree = _parser.parse(pattern, flags)
-    except re.error as exc:
-        raise ValueError(f"pattern {pattern!r}: {exc}") from None
+    tree, nfa._props = _tree(pattern, flags, engine)
     gflags: int = tree.state.flags
-    if gflags & re.LOCALE:
-        raise ValueError(f"pattern {pattern!r}: the LOCALE flag is not supported")
     nfa._rule = index
+    nfa._leaf_of.clear()  # keyed by ids of this tree's items: valid while ``tree`` lives
     final = nfa.add(FINAL, index)
     try:
         nfa.starts.append(_seq(nfa, tree, gflags, final))
     except ValueError as exc:
         raise ValueError(f"pattern {pattern!r}: {exc}") from None
     return gflags
+
+
+def count_nodes(pattern: str, flags: int, engine: Any = re) -> int:
+    """How many NFA nodes :func:`parse_rule` would add for ``pattern``, from its parse tree alone
+    (repeats multiplied, nothing expanded or built: a few microseconds whatever the count)."""
+    tree, _ = _tree(pattern, flags, engine)
+    return 1 + _seq_size(tree)
+
+
+def _tree(pattern: str, flags: int, engine: Any) -> tuple[Any, dict[int, str]]:
+    """The standard parser's tree of ``pattern`` and its placeholders (:mod:`._regex_dialect`)."""
+    source = pattern
+    props: dict[int, str] = {}
+    if engine is not re:
+        try:
+            source, props = prepare(pattern)
+        except ValueError as exc:
+            raise ValueError(f"pattern {pattern!r}: {exc}") from None
+        # the parser (and every leaf) keeps re's flag bits; regex numbers ASCII differently
+        flags = sum(getattr(re, name) for name in _FLAG_NAMES if flags & getattr(engine, name))
+    try:
+        tree = _parser.parse(source, flags)
+    except re.error as exc:
+        foreign = regex_only_construct(pattern) if engine is re else None
+        if foreign is not None:
+            raise ValueError(foreign_message(pattern, foreign)) from None
+        raise ValueError(f"pattern {pattern!r}: {exc}") from None
+    if tree.state.flags & re.LOCALE:
+        raise ValueError(f"pattern {pattern!r}: the LOCALE flag is not supported")
+    return tree, props
+
+
+def _seq_size(items: Any) -> int:
+    return sum(_item_size(str(op), av) for op, av in items)
+
+
+def _item_size(op: str, av: Any) -> int:
+    """The nodes :func:`_item` adds for one parse-tree item (1 for what it refuses)."""
+    if op == "BRANCH":
+        return sum(_seq_size(sub) for sub in av[1]) + len(av[1]) - 1
+    if op == "SUBPATTERN":
+        return _seq_size(av[3])
+    if op in ("MAX_REPEAT", "MIN_REPEAT"):
+        low, high, sub = av
+        inner = _seq_size(sub)
+        body = 1 + inner if high == _MAXREPEAT else (high - low) * (1 + inner)
+        return int(body + low * inner)
+    return 1
 
 
 def _seq(nfa: Nfa, items: Any, flags: int, nxt: int) -> int:
@@ -147,7 +206,12 @@ def _seq(nfa: Nfa, items: Any, flags: int, nxt: int) -> int:
 
 def _item(nfa: Nfa, op: str, av: Any, flags: int, nxt: int) -> int:
     if op in ("LITERAL", "NOT_LITERAL", "ANY", "IN"):
-        return nfa.add(CHAR, _leaf(nfa, op, av, flags), nxt)
+        # the copies of a counted repeat share their parse tree: each leaf is described once
+        key = (id(av) if op == "IN" else av, op, flags)
+        pid = nfa._leaf_of.get(key)
+        if pid is None:
+            pid = nfa._leaf_of[key] = _leaf(nfa, op, av, flags)
+        return nfa.add(CHAR, pid, nxt)
     if op == "BRANCH":
         starts = [_seq(nfa, sub, flags, nxt) for sub in av[1]]
         node = starts[-1]
@@ -210,20 +274,23 @@ def _esc(code: int) -> str:
 
 
 def _leaf(nfa: Nfa, op: str, av: Any, flags: int) -> int:
+    props = nfa._props
     if op == "ANY":
         return nfa.leaf(".", flags & re.DOTALL)
     if op == "LITERAL":
-        return nfa.leaf("[" + _esc(av) + "]", flags & _LEAF_FLAGS)
+        return nfa.leaf("[" + props.get(av, _esc(av)) + "]", flags & _LEAF_FLAGS)
     if op == "NOT_LITERAL":
-        return nfa.leaf("[^" + _esc(av) + "]", flags & _LEAF_FLAGS)
+        return nfa.leaf("[^" + props.get(av, _esc(av)) + "]", flags & _LEAF_FLAGS)
     parts: list[str] = []
     for iop, iav in av:
         name = str(iop)
         if name == "NEGATE":
             parts.insert(0, "^")
         elif name == "LITERAL":
-            parts.append(_esc(iav))
+            parts.append(props.get(iav, _esc(iav)))
         elif name == "RANGE":
+            if iav[0] in props or iav[1] in props:
+                raise ValueError("a property or POSIX class cannot be the end of a range")
             parts.append(_esc(iav[0]) + "-" + _esc(iav[1]))
         elif name == "CATEGORY" and str(iav) in _CATEGORY_SOURCE:
             parts.append(_CATEGORY_SOURCE[str(iav)])

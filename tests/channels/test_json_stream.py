@@ -392,3 +392,48 @@ def test_huge_integer_is_an_error_like_json_loads() -> None:
         json.loads(text)
     assert error_of(run([text])) is not None
     assert error_of(run([text[:10], text[10:]])) is not None
+
+
+# -- nesting ---------------------------------------------------------------------------------------
+def test_nesting_past_max_depth_is_an_error_at_the_bracket() -> None:
+    from rxstream.channels._json_stream import ERROR, JsonStream
+
+    text = "[" * 5 + "]" * 5
+    ok = JsonStream(max_depth=5)
+    assert all(ev[0] != ERROR for ev in ok.feed(text) + ok.end())
+    deep = JsonStream(max_depth=4)
+    events = deep.feed(text)
+    assert events[-1][0] == ERROR and events[-1][1] == 4
+    assert "deeper than 4 levels" in events[-1][2]
+    with pytest.raises(ValueError, match="max_depth"):
+        JsonStream(max_depth=0)
+
+
+def test_the_default_depth_keeps_json_loads_within_the_recursion_limit() -> None:
+    from rxstream.channels._json_stream import DEFAULT_MAX_DEPTH, JsonStream
+
+    stream = JsonStream()
+    text = "[" * DEFAULT_MAX_DEPTH + "]" * DEFAULT_MAX_DEPTH
+    events = stream.feed(text) + stream.end()
+    assert stream.complete and len(events) == 2 * DEFAULT_MAX_DEPTH
+    assert json.loads(text)  # what a consumer of the settled value does
+
+
+@given(
+    st.recursive(st.integers() | st.text(alphabet='a"\\[]{}', max_size=4), lambda c: st.lists(c, max_size=3))
+)
+def test_nesting_depth_skips_strings(value: Any) -> None:
+    from rxstream.channels._json_stream import nesting_depth
+
+    def depth(v: Any) -> int:
+        return 1 + max(map(depth, v), default=0) if isinstance(v, list) else 0
+
+    assert nesting_depth(json.dumps(value)) == depth(value)
+
+
+def test_loads_bounded_refuses_deep_text_without_recursion() -> None:
+    from rxstream.channels._json_stream import loads_bounded
+
+    assert loads_bounded('{"a": [[1]]}') == {"a": [[1]]}
+    with pytest.raises(ValueError, match="nested deeper than 256 levels"):
+        loads_bounded("[" * 5000 + "]" * 5000)

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import gc
 import logging
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -465,3 +467,51 @@ def test_from_async_iterable_disposed_after_its_loop_closed_is_quiet(
     assert "RuntimeError" not in err and "Traceback" not in err, err
     assert not [r for r in caplog.records if r.exc_info or "closed" in r.getMessage()], caplog.records
     assert got and rec.finish is not None and rec.finish.reason is FinishReason.CANCELLED
+
+
+_CANCELLING_CONSUMERS = """
+import asyncio, gc
+from rxstream.aio import from_async_iterable, to_async_iterable
+
+async def numbers():
+    i = 0
+    while True:
+        await asyncio.sleep(0.005)
+        i += 1
+        yield i
+
+async def close_early(loop):
+    it = to_async_iterable(from_async_iterable(numbers()))
+    await it.__anext__()
+    await it.aclose()
+
+async def cancel_consumer(loop):
+    async def consume():
+        async for _ in to_async_iterable(from_async_iterable(numbers())):
+            pass
+    task = asyncio.ensure_future(consume())
+    await asyncio.sleep(0.03)
+    task.cancel()
+
+async def dispose(loop):
+    subscription = from_async_iterable(numbers()).subscribe(lambda x: None)
+    await asyncio.sleep(0.02)
+    subscription.dispose()
+
+for case in (close_early, cancel_consumer, dispose):
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(case(loop))
+    loop.close()  # at once: the cancellations have not run yet
+    gc.collect()
+print("done")
+"""
+
+
+def test_a_consumer_that_cancels_leaves_no_pending_task_warning() -> None:
+    """A consumer that closes or cancels, then a loop closed at once: the subscription's task has
+    not run its cancellation yet, and asyncio printed "Task was destroyed but it is pending!"."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CANCELLING_CONSUMERS], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "done"
+    assert "destroyed" not in done.stderr, done.stderr

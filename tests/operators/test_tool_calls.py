@@ -378,3 +378,52 @@ def test_the_operator_is_the_parser_between_passed_through_segments(
     for s in segs:
         expected += parser.feed(s) if s.channel == "tool_call" else [s]
     assert out == expected
+
+
+# -- nesting the model chooses ---------------------------------------------------------------------
+@pytest.mark.parametrize("depth", [300, 1000, 20_000])
+def test_arguments_nested_past_the_bound_are_an_invalid_call_and_the_stream_goes_on(depth: int) -> None:
+    """The nesting is the model's choice: past 256 levels the call is a ToolCallInvalid at the
+    bracket that goes too deep (it was a bare RecursionError that ended the stream), and the text
+    after the call still arrives."""
+    args = '{"a": ' + "[" * depth + "]" * depth + "}"
+    text = '{"name": "f", "arguments": ' + args + "}"
+    chunks = [text[i : i + 97] for i in range(0, len(text), 97)]
+    source = [content("before "), tc("open", "<tool_call>"), *(tc("chunk", c) for c in chunks)]
+    source += [tc("close", "</tool_call>"), content(" after")]
+    out: list[Any] = []
+    errors: list[Exception] = []
+    rx.from_iterable(source).pipe(tool_calls()).subscribe(out.append, errors.append)
+    assert errors == []
+    invalid = [e for e in out if isinstance(e, ToolCallInvalid)]
+    assert len(invalid) == 1
+    assert "nested deeper than 256 levels" in invalid[0].error
+    # the call object and its arguments are levels 1 and 2: the 255th bracket opens level 257
+    assert invalid[0].position == text.index("[") + 254
+    assert [e.text for e in out if isinstance(e, Segment)] == ["before ", " after"]
+
+
+def test_deep_values_cost_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every container event built its whole path (quadratic in depth: 20,000 brackets took 17 s);
+    now only leaves carry a path, and the work is linear in the text."""
+    from rxstream.channels import _tool_parser
+
+    built = [0]
+    original = _tool_parser._Tracker.path
+
+    def counted(self: Any) -> tuple[str | int, ...]:
+        path = original(self)
+        built[0] += len(path) + 1
+        return path
+
+    monkeypatch.setattr(_tool_parser._Tracker, "path", counted)
+    for siblings in (10, 40):
+        built[0] = 0
+        inner = "[" * 250 + "]" * 250  # no leaf: no path needs building
+        args = '{"a": [' + ",".join([inner] * siblings) + "]}"
+        parser = ToolCallParser()
+        events = parser.feed(tc("open", "<tool_call>"))
+        events += parser.feed(tc("chunk", '{"name": "f", "arguments": ' + args + "}"))
+        events += parser.feed(tc("close", "</tool_call>"))
+        assert isinstance(events[-1], ToolCallEnd)
+        assert built[0] <= 10, built[0]
