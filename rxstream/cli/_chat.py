@@ -15,9 +15,8 @@ from .._finish import Finish, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
 from .._piece import Piece
 from .._sampling_params import SamplingParams, SamplingParamsError
+from ..chat import REASONING_FORMATS, ChatPlan, TextDelta, ToolChoice, plan_chat, resolve_reasoning_format
 from ..server._args import reasoning_format_option
-from ..server._channels import REASONING_FORMATS, ChatPlan, TextDelta, plan_chat, resolve_reasoning_format
-from ..server._tools import ToolChoice
 from ..text import replace_rules, stop_rules
 from ._text import replace_rule, stop_string, tools_file, valid_text
 
@@ -323,16 +322,17 @@ class _ChatSession:
         )
         text: Any
         if plan.spec is not None and not args.show_tokens:  # --show-tokens: the raw text
-            from ..server._channels import channel_stream
+            from rxstream.operators import chat_pipeline
 
-            text = channel_stream(
-                source,
-                self.model.tokenizer,
-                prompt,
-                plan,
-                stop=self.stop,
-                replace=self.replace,
-                on_finish=recorder,
+            text = source.pipe(
+                chat_pipeline(
+                    self.model.tokenizer,
+                    plan,
+                    prompt_ids=prompt,
+                    stop=self.stop,
+                    replace=self.replace,
+                    on_finish=recorder,
+                )
             )
         else:
             text = source.pipe(

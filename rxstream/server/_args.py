@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ._channels import REASONING_FORMATS, check_reasoning_format
+from ..chat import REASONING_FORMATS, check_reasoning_format
 from ._limits import ServerLimits, ServerLimitsError
 from ._run import ServeError, serve
 

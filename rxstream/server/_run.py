@@ -13,13 +13,12 @@ from typing import Any, Literal, cast
 import uvicorn
 
 from .._generative_model import GenerativeModel
+from ..chat import check_reasoning_format, renders_tools
 from ._app import create_app
-from ._channels import check_reasoning_format
 from ._connections import raise_open_files_limit, uvicorn_config
 from ._generation import model_defaults
 from ._hosts import parse_allowed_hosts
 from ._limits import ServerLimits
-from ._tool_prompt import renders_tools
 
 __all__ = ["ServeError", "listen", "run_in_thread", "serve", "url_of"]
 

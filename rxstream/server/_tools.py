@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ..channels import compile_tools
+from ..chat import ToolChoice
 from ._errors import RequestError
 from ._limits import ServerLimits
 
@@ -34,21 +34,6 @@ def _short(value: Any, limit: int = 80) -> str:
     """``repr(value)`` cut to ``limit`` characters (error messages stay one short line)."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-@dataclass(frozen=True, slots=True)
-class ToolChoice:
-    """What the request asks of the model's tool use.
-
-    Attributes:
-        mode: ``"none"`` (no tools: they are not in the prompt and tool calls are not parsed),
-            ``"auto"`` (the model decides), ``"required"`` (the answer starts with a tool call) or
-            ``"named"`` (the answer starts with a call of ``name``).
-        name: the function of a named choice, else None.
-    """
-
-    mode: Literal["none", "auto", "required", "named"]
-    name: str | None = None
 
 
 def _check_schema(schema: Any, where: str, depth: int = 0) -> None:
