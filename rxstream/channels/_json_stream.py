@@ -308,7 +308,13 @@ class JsonStream:
 
     # -- feeding ------------------------------------------------------------------------------
     def feed(self, text: str) -> list[JsonEvent]:
-        """Read ``text`` (the next chunk); return the events it settles, in text order."""
+        """Read ``text`` (the next chunk); return the events it settles, in text order.
+
+        1. A token left open by the last chunk (a string, number or literal) is read on.
+        2. Then one step per token: each state's step reads the token at ``i`` and returns the
+           next index and state, or a negative index when this chunk is done (the token is still
+           open, or the text cannot be JSON).
+        """
         state = self._state
         n = len(text)
         base = self._pos
@@ -322,37 +328,12 @@ class JsonStream:
         s = text
         i = 0
         stack = self._stack
-        detail = self._detail
-        if state >= _STRING:
-            if state == _STRING:
-                if self._esc == 0 and _PLAIN.match(s).end() == n:  # type: ignore[union-attr]
-                    # the whole chunk is plain string text (the common case in small chunks)
-                    self._sraw.append(s)
-                    if detail:
-                        start = self._pstart
-                        self._pstart = start + n
-                        self._parted = True
-                        add((STR_PART, start, start + n, s, None, ""))
-                    return out
-                i = self._scan_string(s, 0, n, base, add)
-                if i < 0:
-                    return out
-                if i == n and self._state == _STRING:
-                    return out
-                state = _COLON if self._skey else (_AFTER if stack else self._top())
-            elif state == _NUMBER:
-                i = self._scan_number(s, 0, n, base, add)
-                if i < 0 or self._state == _NUMBER:
-                    return out
-                state = _AFTER if stack else self._top()
-            else:
-                i = self._scan_literal(s, 0, n, base, add)
-                if i < 0 or self._state == _LITERAL:
-                    return out
-                state = _AFTER if stack else self._top()
+        if state >= _STRING:  # 1.
+            i, state = self._resume(s, n, base, add, state)
+            if i < 0:
+                return out
         ws_match = _WS.match
-        plain = _PLAIN.match
-        while i < n:
+        while i < n:  # 2.
             c = s[i]
             if c in _WS_CHARS:
                 i += 1
@@ -360,165 +341,202 @@ class JsonStream:
                     i = ws_match(s, i).end()  # type: ignore[union-attr]
                 continue
             if state == _AFTER:
-                if c == ",":
-                    state = _KEY if stack[-1] else _VALUE
-                    i += 1
-                    continue
-                if c == "}" and stack[-1]:
-                    stack.pop()
-                    add((OBJ_END, base + i))
-                elif c == "]" and not stack[-1]:
-                    stack.pop()
-                    add((ARR_END, base + i))
-                else:
-                    want = "',' or '}'" if stack[-1] else "',' or ']'"
-                    self._fail(add, base + i, f"expected {want}, got {_describe_char(c)}")
+                i, state = self._after_value(c, i, base, add, stack)
+            elif state <= _VALUE_OR_END:
+                i, state = self._value(c, s, i, n, base, add, stack, state)
+            elif state == _COLON:
+                if c != ":":
+                    self._fail(add, base + i, f"expected ':' after a key, got {_describe_char(c)}")
                     return out
-                i += 1
-                state = _AFTER if stack else self._top()
-                continue
-            if state <= _VALUE_OR_END:
-                if c == '"':
-                    if detail:
-                        add((STR_START, base + i))
-                    m = plain(s, i + 1).end()  # type: ignore[union-attr]
-                    if m < n and s[m] == '"':
-                        add((STRING, base + i, base + m + 1, s[i + 1 : m], None))
-                        i = m + 1
-                    elif m < n and s[m] == "\\":
-                        try:
-                            value, j = scanstring(s, i + 1, True)
-                        except ValueError:
-                            j = self._begin_string(s, i, n, base, add, False)
-                            if j < 0:
-                                return out
-                            if self._state == _STRING:
-                                return out
-                            i = j
-                        else:
-                            add((STRING, base + i, base + j, value, s[i + 1 : j - 1]))
-                            i = j
-                    else:
-                        j = self._begin_string(s, i, n, base, add, False)
-                        if j < 0 or self._state == _STRING:
-                            return out
-                        i = j
-                    state = _AFTER if stack else self._top()
-                    continue
-                if c == "{" or c == "[":
-                    if len(stack) >= self._max_depth:
-                        self._fail(
-                            add, base + i, f"objects and arrays nested deeper than {self._max_depth} levels"
-                        )
-                        return out
-                    if c == "{":
-                        stack.append(True)
-                        add((OBJ_START, base + i))
-                        state = _KEY_OR_END
-                    else:
-                        stack.append(False)
-                        add((ARR_START, base + i))
-                        state = _VALUE_OR_END
-                    i += 1
-                    continue
-                if c in _NUM_FIRST:
-                    if detail:
-                        add((NUM_START, base + i))
-                    mo = _NUM.match(s, i)
-                    if mo is not None:
-                        j = mo.end()
-                        if j < n and s[j] not in _NUM_CHARS:
-                            raw = s[i:j]
-                            try:
-                                number: Any = float(raw) if mo.lastindex else int(raw)
-                            except ValueError as exc:  # more digits than int() takes
-                                self._fail(add, base + i, f"number not representable: {exc}")
-                                return out
-                            add((NUMBER, base + i, base + j, number, raw))
-                            i = j
-                            state = _AFTER if stack else self._top()
-                            continue
-                    self._nstart = base + i
-                    self._nstate = _N_BEGIN
-                    self._nraw = []
-                    self._npart = base + i
-                    self._state = _NUMBER
-                    j = self._scan_number(s, i, n, base, add)
-                    if j < 0 or self._state == _NUMBER:
-                        return out
-                    i = j
-                    state = _AFTER if stack else self._top()
-                    continue
-                if c in _WORDS:
-                    word, lit = _WORDS[c]
-                    if detail:
-                        add((LIT_START, base + i, lit))
-                    if s.startswith(word, i):
-                        add((LITERAL, base + i, base + i + len(word), lit))
-                        i += len(word)
-                        state = _AFTER if stack else self._top()
-                        continue
-                    self._lstart = base + i
-                    self._lword = word
-                    self._lvalue = lit
-                    self._lidx = 0
-                    self._state = _LITERAL
-                    j = self._scan_literal(s, i, n, base, add)
-                    if j < 0 or self._state == _LITERAL:
-                        return out
-                    i = j
-                    state = _AFTER if stack else self._top()
-                    continue
-                if c == "]" and state == _VALUE_OR_END:
-                    stack.pop()
-                    add((ARR_END, base + i))
-                    i += 1
-                    state = _AFTER if stack else self._top()
-                    continue
-                self._fail(add, base + i, f"expected a value, got {_describe_char(c)}")
-                return out
-            if state == _COLON:
-                if c == ":":
-                    state = _VALUE
-                    i += 1
-                    continue
-                self._fail(add, base + i, f"expected ':' after a key, got {_describe_char(c)}")
-                return out
-            if state == _KEY or state == _KEY_OR_END:
-                if c == '"':
-                    if detail:
-                        add((KEY_START, base + i))
-                    m = plain(s, i + 1).end()  # type: ignore[union-attr]
-                    if m < n and s[m] == '"':
-                        add((KEY, base + i, base + m + 1, s[i + 1 : m], None))
-                        i = m + 1
-                    else:
-                        j = self._begin_string(s, i, n, base, add, True)
-                        if j < 0 or self._state == _STRING:
-                            return out
-                        i = j
-                    state = _COLON
-                    continue
-                if c == "}" and state == _KEY_OR_END:
-                    stack.pop()
-                    add((OBJ_END, base + i))
-                    i += 1
-                    state = _AFTER if stack else self._top()
-                    continue
-                want = "a key or '}'" if state == _KEY_OR_END else "a key"
-                self._fail(add, base + i, f"expected {want}, got {_describe_char(c)}")
-                return out
-            # _TOP: after a complete top-level value
-            if self._multiple:
+                i, state = i + 1, _VALUE
+            elif state == _KEY or state == _KEY_OR_END:
+                i, state = self._key(c, s, i, n, base, add, stack, state)
+            elif self._multiple:  # _TOP: after a complete top-level value
                 if c in self._separators:
                     i += 1
-                    continue
-                state = _VALUE
-                continue
-            self._fail(add, base + i, f"unexpected {_describe_char(c)} after the JSON value")
-            return out
+                else:
+                    state = _VALUE
+            else:
+                self._fail(add, base + i, f"unexpected {_describe_char(c)} after the JSON value")
+                return out
+            if i < 0:
+                return out
         self._state = state
         return out
+
+    def _resume(
+        self, s: str, n: int, base: int, add: Callable[[JsonEvent], None], state: int
+    ) -> tuple[int, int]:
+        """Read on the token the last chunk left open: (the index after it, the state), or a
+        negative index when this chunk is done."""
+        stack = self._stack
+        if state == _STRING:
+            if self._esc == 0 and _PLAIN.match(s).end() == n:  # type: ignore[union-attr]
+                # the whole chunk is plain string text (the common case in small chunks)
+                self._sraw.append(s)
+                if self._detail:
+                    start = self._pstart
+                    self._pstart = start + n
+                    self._parted = True
+                    add((STR_PART, start, start + n, s, None, ""))
+                return -1, state
+            i = self._scan_string(s, 0, n, base, add)
+            if i < 0 or (i == n and self._state == _STRING):
+                return -1, state
+            return i, (_COLON if self._skey else (_AFTER if stack else self._top()))
+        if state == _NUMBER:
+            i = self._scan_number(s, 0, n, base, add)
+            if i < 0 or self._state == _NUMBER:
+                return -1, state
+        else:
+            i = self._scan_literal(s, 0, n, base, add)
+            if i < 0 or self._state == _LITERAL:
+                return -1, state
+        return i, (_AFTER if stack else self._top())
+
+    def _after_value(
+        self, c: str, i: int, base: int, add: Callable[[JsonEvent], None], stack: list[bool]
+    ) -> tuple[int, int]:
+        """After a value inside a container: ``,`` or the container's closing bracket."""
+        if c == ",":
+            return i + 1, (_KEY if stack[-1] else _VALUE)
+        if c == "}" and stack[-1]:
+            stack.pop()
+            add((OBJ_END, base + i))
+        elif c == "]" and not stack[-1]:
+            stack.pop()
+            add((ARR_END, base + i))
+        else:
+            want = "',' or '}'" if stack[-1] else "',' or ']'"
+            self._fail(add, base + i, f"expected {want}, got {_describe_char(c)}")
+            return -1, _AFTER
+        return i + 1, (_AFTER if stack else self._top())
+
+    def _value(
+        self,
+        c: str,
+        s: str,
+        i: int,
+        n: int,
+        base: int,
+        add: Callable[[JsonEvent], None],
+        stack: list[bool],
+        state: int,
+    ) -> tuple[int, int]:
+        """A value is due (or ``]`` right after ``[``): read it, or fail."""
+        if c == '"':
+            j = self._string_value(s, i, n, base, add)
+        elif c == "{" or c == "[":
+            if len(stack) >= self._max_depth:
+                self._fail(add, base + i, f"objects and arrays nested deeper than {self._max_depth} levels")
+                return -1, state
+            stack.append(c == "{")
+            add((OBJ_START if c == "{" else ARR_START, base + i))
+            return i + 1, (_KEY_OR_END if c == "{" else _VALUE_OR_END)
+        elif c in _NUM_FIRST:
+            j = self._number_value(s, i, n, base, add)
+        elif c in _WORDS:
+            j = self._literal_value(c, s, i, n, base, add)
+        elif c == "]" and state == _VALUE_OR_END:
+            stack.pop()
+            add((ARR_END, base + i))
+            j = i + 1
+        else:
+            self._fail(add, base + i, f"expected a value, got {_describe_char(c)}")
+            return -1, state
+        return j, (_AFTER if stack else self._top())
+
+    def _string_value(self, s: str, i: int, n: int, base: int, add: Callable[[JsonEvent], None]) -> int:
+        """A string value at ``i`` (its opening quote): the index after it, or -1 when this chunk
+        is done."""
+        if self._detail:
+            add((STR_START, base + i))
+        m = _PLAIN.match(s, i + 1).end()  # type: ignore[union-attr]
+        if m < n and s[m] == '"':
+            add((STRING, base + i, base + m + 1, s[i + 1 : m], None))
+            return m + 1
+        if m < n and s[m] == "\\":
+            try:
+                value, j = scanstring(s, i + 1, True)
+            except ValueError:
+                pass
+            else:
+                add((STRING, base + i, base + j, value, s[i + 1 : j - 1]))
+                return j
+        j = self._begin_string(s, i, n, base, add, False)
+        return -1 if j < 0 or self._state == _STRING else j
+
+    def _number_value(self, s: str, i: int, n: int, base: int, add: Callable[[JsonEvent], None]) -> int:
+        """A number at ``i``: the index after it, or -1 when this chunk is done."""
+        if self._detail:
+            add((NUM_START, base + i))
+        mo = _NUM.match(s, i)
+        if mo is not None:
+            j = mo.end()
+            if j < n and s[j] not in _NUM_CHARS:
+                raw = s[i:j]
+                try:
+                    number: Any = float(raw) if mo.lastindex else int(raw)
+                except ValueError as exc:  # more digits than int() takes
+                    self._fail(add, base + i, f"number not representable: {exc}")
+                    return -1
+                add((NUMBER, base + i, base + j, number, raw))
+                return j
+        self._nstart = base + i
+        self._nstate = _N_BEGIN
+        self._nraw = []
+        self._npart = base + i
+        self._state = _NUMBER
+        j = self._scan_number(s, i, n, base, add)
+        return -1 if j < 0 or self._state == _NUMBER else j
+
+    def _literal_value(
+        self, c: str, s: str, i: int, n: int, base: int, add: Callable[[JsonEvent], None]
+    ) -> int:
+        """``true`` / ``false`` / ``null`` at ``i``: the index after it, or -1 when this chunk is
+        done."""
+        word, lit = _WORDS[c]
+        if self._detail:
+            add((LIT_START, base + i, lit))
+        if s.startswith(word, i):
+            add((LITERAL, base + i, base + i + len(word), lit))
+            return i + len(word)
+        self._lstart = base + i
+        self._lword = word
+        self._lvalue = lit
+        self._lidx = 0
+        self._state = _LITERAL
+        j = self._scan_literal(s, i, n, base, add)
+        return -1 if j < 0 or self._state == _LITERAL else j
+
+    def _key(
+        self,
+        c: str,
+        s: str,
+        i: int,
+        n: int,
+        base: int,
+        add: Callable[[JsonEvent], None],
+        stack: list[bool],
+        state: int,
+    ) -> tuple[int, int]:
+        """A key is due (or ``}`` right after ``{``): read it, or fail."""
+        if c == '"':
+            if self._detail:
+                add((KEY_START, base + i))
+            m = _PLAIN.match(s, i + 1).end()  # type: ignore[union-attr]
+            if m < n and s[m] == '"':
+                add((KEY, base + i, base + m + 1, s[i + 1 : m], None))
+                return m + 1, _COLON
+            j = self._begin_string(s, i, n, base, add, True)
+            return (-1 if j < 0 or self._state == _STRING else j), _COLON
+        if c == "}" and state == _KEY_OR_END:
+            stack.pop()
+            add((OBJ_END, base + i))
+            return i + 1, (_AFTER if stack else self._top())
+        want = "a key or '}'" if state == _KEY_OR_END else "a key"
+        self._fail(add, base + i, f"expected {want}, got {_describe_char(c)}")
+        return -1, state
 
     def end(self) -> list[JsonEvent]:
         """The text is over: settle a number that ends it, or report what is missing."""
