@@ -201,7 +201,6 @@ PENDING: frozenset[str] = frozenset(
         "rxstream/channels/_router.py",
         "rxstream/channels/_template.py::load_response_template",
         "rxstream/server/_responses.py",
-        "rxstream/testing/_parity.py",
         "rxstream/text/_regex.py",
         "rxstream/text/_regex_ops.py",
     }
