@@ -199,7 +199,6 @@ PENDING: frozenset[str] = frozenset(
         "rxstream/channels/_template.py::load_response_template",
         "rxstream/server/_responses.py",
         "rxstream/text/_regex.py",
-        "rxstream/text/_regex_ops.py",
     }
 )
 """Keys over the limit that are allowed for now (each must still be over: the list only shrinks)."""
