@@ -13,7 +13,7 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, TypeVar, cast
+from typing import Any, Literal, TypedDict, TypeVar
 
 __all__ = [
     "Bounds",
@@ -153,6 +153,7 @@ class SamplingField:
     def _number(self, value: Any, limited: bool, hi: float | None) -> Any:
         whole = self.kind != "float"
         number: float
+        shown: Any
         if whole:
             if _is_bool(value) or not isinstance(value, numbers.Integral):
                 raise SamplingParamsTypeError(
@@ -184,7 +185,7 @@ class SamplingField:
 
 def _field(default: _T, spec: SamplingField) -> _T:
     """A dataclass field with its row of the table."""
-    return cast("_T", dataclasses.field(default=default, metadata={"sampling": spec}))
+    return dataclasses.field(default=default, metadata={"sampling": spec})
 
 
 _BY_MODEL = "default: the model's"
