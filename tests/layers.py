@@ -56,7 +56,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "backends": ("rxstream.backends",),
     "testing": ("rxstream.testing",),
     "compat": ("rxstream.compat",),
-    "face": ("rxstream.cli", "rxstream.server", "rxstream.__main__"),
+    "face": ("rxstream.cli", "rxstream.server", "rxstream.face", "rxstream.__main__"),
     "core": ("rxstream",),  # last: everything under rxstream that no other layer claims
 }
 """Layer -> the package prefixes that belong to it (the first match wins, in this order)."""

@@ -47,10 +47,9 @@ def stop_string(text: str) -> str:
 
 
 def tools_file(path: str) -> tuple[dict[str, Any], ...]:
-    """``--tools FILE``: a JSON list of OpenAI function tools, checked as the server checks them."""
-    from ..server._errors import RequestError
-    from ..server._limits import ServerLimits
-    from ..server._tools import parse_tools
+    """``--tools FILE``: a JSON list of OpenAI function tools, each checked (a function with a
+    name and a schema that compiles, no name twice) as the tool-call parser reads them."""
+    from ..channels import compile_tools
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -60,6 +59,7 @@ def tools_file(path: str) -> tuple[dict[str, Any], ...]:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{path} is not JSON: {exc}") from None
     try:
-        return parse_tools({"tools": raw}, ServerLimits())
-    except RequestError as exc:
-        raise argparse.ArgumentTypeError(f"{path}: {exc.message}") from None
+        compile_tools(raw, "--tools")
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"{path}: {exc}") from None
+    return tuple(dict(t) for t in raw)

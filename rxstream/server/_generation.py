@@ -12,21 +12,14 @@ from reactivex import operators as ops
 from .._finish import Finish, FinishOnce, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
 from .._piece import Piece
-from .._sampling_params import SamplingParams
 from ..aio import to_async_iterable
 from ..chat import ChatPlan
+from ..face import model_defaults
 from ._lanes import Lane
 from ._requests import GenerationRequest
 from ._state import ServerState
 
 __all__ = ["Generation", "batches", "build_chat_stream", "build_text_stream", "model_defaults"]
-
-
-def model_defaults(model: GenerativeModel) -> SamplingParams:
-    """How ``model`` samples when a request does not say: its ``default_sampling`` (an
-    :class:`~rxstream.backends.OnnxModel` reads it from ``generation_config.json``), else greedy."""
-    defaults = getattr(model, "default_sampling", None)
-    return defaults if isinstance(defaults, SamplingParams) else SamplingParams()
 
 
 def _generated_ids(
