@@ -16,6 +16,9 @@ face        ``rxstream.cli``, ``rxstream.server``,       everything
 ==========  ===========================================  =======================================
 
 Every ``import`` statement counts, also inside functions and under ``TYPE_CHECKING``.
+
+Beside the layers, :func:`check_any` bounds how often the operators fall back on ``Any``
+(:data:`ANY_PER_1000_LINES`); the command prints the count.
 Run ``python tests/layers.py`` (exit status 1 and one line per forbidden import), or call
 :func:`check` from a test.
 
@@ -28,6 +31,7 @@ files still waiting to be split (:data:`PENDING`, which may only shrink).
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -290,6 +294,33 @@ def check_sizes(
     return problems
 
 
+ANY_PER_1000_LINES = 30.0
+"""The most occurrences of the word ``Any`` per 1,000 lines of ``operators/*.py`` (RxPY has 18)."""
+
+
+def any_density(root: Path) -> tuple[int, int]:
+    """``(occurrences of the word Any, lines)`` in the modules of ``operators/`` under ``root``."""
+    word = re.compile(r"\bAny\b")
+    count = lines = 0
+    for path in sorted((root / "operators").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        count += len(word.findall(text))
+        lines += text.count("\n")
+    return count, lines
+
+
+def check_any(root: Path) -> tuple[bool, str]:
+    """Whether the operators keep ``Any`` under :data:`ANY_PER_1000_LINES`, and a line saying how many."""
+    count, lines = any_density(root)
+    density = 1000 * count / max(lines, 1)
+    ok = density <= ANY_PER_1000_LINES
+    verdict = "" if ok else ": too many, type the operators' items (str, Piece, int, Segment, TypeVars)"
+    return ok, (
+        f"operators/: {count} Any in {lines} lines, {density:.1f} per 1,000 "
+        f"(at most {ANY_PER_1000_LINES:g}){verdict}"
+    )
+
+
 def main() -> int:
     root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent
     violations = check(root)
@@ -302,7 +333,9 @@ def main() -> int:
         print(p)
     if problems:
         print(f"{len(problems)} size problem(s): see tests/layers.py for the size rule", file=sys.stderr)
-    return 1 if violations or problems else 0
+    any_ok, any_line = check_any(root)
+    print(any_line, file=sys.stderr)  # stdout keeps one line per forbidden import
+    return 1 if violations or problems or not any_ok else 0
 
 
 if __name__ == "__main__":

@@ -116,6 +116,10 @@ guard), ``_connections`` (uvicorn protocol with timeouts), ``_run`` (uvicorn, th
 ``_args`` (the command-line options).
 """
 
+from rxstream._extras import require_extra
+
+require_extra("rxstream.server", "serve", ("starlette", "uvicorn"))
+
 from ._app import create_app
 from ._args import add_serve_arguments, add_serve_parser, main, serve_from_args
 from ._errors import RequestError
