@@ -15,7 +15,7 @@ from .._finish import Finish, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
 from .._piece import Piece
 from .._sampling_params import SamplingParams
-from ..chat import REASONING_FORMATS, ChatPlan, TextDelta, ToolChoice, plan_chat, resolve_reasoning_format
+from ..chat import ChatPlan, TextDelta, ToolChoice, plan_chat, resolve_reasoning_format
 from ..face import add_model_options, load_model, model_defaults, sampling_from_args
 from ..text import replace_rules, stop_rules
 from ._text import replace_rule, stop_string, tools_file, valid_text

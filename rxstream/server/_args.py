@@ -7,7 +7,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..chat import REASONING_FORMATS, check_reasoning_format
 from ..face import add_model_options, reasoning_format_option, sampling_from_args
 from ._limits import ServerLimits, ServerLimitsError
 from ._run import ServeError, serve
