@@ -14,7 +14,7 @@
 The ``chat_pipeline`` operator (:mod:`rxstream.operators`) runs a plan on a generation's ids.
 """
 
-from ._choice import ToolChoice
+from ._choice import TOOL_NAME, ToolChoice
 from ._delta import ChatItem, TextDelta
 from ._fallback import FALLBACK, TOOL_INSTRUCTIONS, fallback_messages, renders_tools
 from ._formats import (
@@ -29,6 +29,7 @@ __all__ = [
     "FALLBACK",
     "REASONING_FORMATS",
     "TOOL_INSTRUCTIONS",
+    "TOOL_NAME",
     "ChatItem",
     "ChatPlan",
     "TextDelta",

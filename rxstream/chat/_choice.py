@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ToolChoice"]
+__all__ = ["TOOL_NAME", "ToolChoice"]
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+"""What OpenAI accepts as a function name (both faces check tools' names with it)."""
 
 
 @dataclass(frozen=True, slots=True)
