@@ -21,29 +21,48 @@ def _open_call(name: str | None) -> str:
     return head + ("" if name is None else f"{name} <|constrain|>json<|message|>")
 
 
+_NAME = r"(?P<name>[A-Za-z0-9_.\-]+)"
+_HEADER_REST = r"[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>"
+"""The rest of a header: a content type (`` json``), a constraint (``<|constrain|>json``)."""
+
 FAMILY = Family(
     "harmony",
     RouteSpec(
         (
             Region(
                 "reasoning",
-                (rx(r"(?:<\|start\|>assistant)?<\|channel\|>analysis<\|message\|>"),),
-                ("<|end|>",),
+                (rx(r"(?:<\|start\|>assistant)?<\|channel\|>analysis" + _HEADER_REST),),
+                # a reasoning message the next message's start ends (its <|end|> not emitted)
+                ("<|end|>", rx(r"<\|start\|>assistant")),
             ),
             Region(
                 "tool_call",
                 (
+                    # the recipient after the channel: <|channel|>commentary to=functions.NAME
                     rx(
                         r"(?:<\|start\|>assistant)?<\|channel\|>commentary to=functions\."
-                        r"(?P<name>[A-Za-z0-9_.\-]+)"
-                        r"[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>"
+                        + _NAME
+                        + _HEADER_REST
+                    ),
+                ),
+                ("<|call|>",),
+            ),
+            Region(
+                "tool_call",
+                (
+                    # the recipient in the start header: <|start|>assistant to=functions.NAME<|channel|>...
+                    rx(
+                        r"(?:<\|start\|>assistant)? to=functions\."
+                        + _NAME
+                        + r"<\|channel\|>commentary"
+                        + _HEADER_REST
                     ),
                 ),
                 ("<|call|>",),
             ),
             Region(
                 "content",
-                (rx(r"(?:<\|start\|>assistant)?<\|channel\|>final<\|message\|>"),),
+                (rx(r"(?:<\|start\|>assistant)?<\|channel\|>final" + _HEADER_REST),),
                 ("<|return|>", "<|end|>"),
                 close_at_end=True,
             ),
