@@ -7,11 +7,35 @@
 ``convert`` builds on ``onnx`` (config, directory layout); ``onnx`` reaches ``convert`` only lazily
 (pulling a known model in :meth:`OnnxModel.from_pretrained`); ``openai`` stands alone. All of them
 import only the core (:mod:`rxstream`), never the operators or the CLI/server.
+
+Each subpackage is imported on first use of one of its names and needs its pip extra: ``onnx`` and
+``convert`` the ``onnx`` one (``pip install 'rxstream[onnx]'``), ``openai`` the ``openai`` one;
+without it the import raises :class:`~rxstream._extras.MissingExtraError` (an ``ImportError``
+whose one-line message names the pip command).
 """
 
-from .convert import ModelCacheError, build_tiny_model, default_cache_dir, pull_model
-from .onnx import BatchConfig, OnnxModel, default_scheduler
-from .openai import OpenAIBackend, OpenAIBackendError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .convert import ModelCacheError, build_tiny_model, default_cache_dir, pull_model
+    from .onnx import BatchConfig, OnnxModel, default_scheduler
+    from .openai import OpenAIBackend, OpenAIBackendError
+
+_HOMES: dict[str, str] = {
+    "BatchConfig": "onnx",
+    "OnnxModel": "onnx",
+    "default_scheduler": "onnx",
+    "ModelCacheError": "convert",
+    "build_tiny_model": "convert",
+    "default_cache_dir": "convert",
+    "pull_model": "convert",
+    "OpenAIBackend": "openai",
+    "OpenAIBackendError": "openai",
+}
+"""Each name of :data:`__all__` -> the subpackage it comes from (imported on first use)."""
 
 __all__: list[str] = [
     "BatchConfig",
@@ -24,3 +48,16 @@ __all__: list[str] = [
     "default_scheduler",
     "pull_model",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Import a subpackage, or the subpackage a name of :data:`__all__` lives in, on first use
+    (so that each needs only its own extra)."""
+    if name in ("onnx", "convert", "openai"):
+        return importlib.import_module(f"{__name__}.{name}")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

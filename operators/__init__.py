@@ -26,6 +26,9 @@ Channels (reasoning, answer, tool calls; SEMANTICS §8):
   ``replace`` or ``redact`` can apply to one channel only.
 - :func:`tool_calls` -- tool-call regions to tool-call events, checked against the tools'
   schemas as they stream.
+- :func:`chat_pipeline` -- the routed counterpart of :func:`text_pipeline`: a chat generation's
+  ids to its answer and reasoning (:class:`~rxstream.chat.TextDelta`) and tool-call events, as a
+  :class:`~rxstream.chat.ChatPlan` says (what ``rxstream serve`` and ``rxstream chat`` run).
 
 Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
 
@@ -46,6 +49,7 @@ Every public operator documents its timing with a marble diagram, checked by the
 """
 
 from ._channels import Channels, channels
+from ._chat import chat_pipeline
 from ._deltas import deltas
 from ._detokenize import detokenize
 from ._hold_back import hold_back
@@ -63,6 +67,7 @@ from ._tool_calls import tool_calls
 __all__ = [
     "Channels",
     "channels",
+    "chat_pipeline",
     "deltas",
     "detokenize",
     "hold_back",

@@ -166,7 +166,7 @@ def channels(*names: str, on_dispose: _OnDispose = "any") -> Callable[[Observabl
     >>> from reactivex import operators as ops
     >>> from rxstream.operators import route, channels, stop
     >>> views = rx.from_iterable(["<think>a. b.</think>", "Yes. No."]).pipe(
-    ...     route("deepseek-r1"), channels("reasoning", "content")
+    ...     route({"reasoning": ("<think>", "</think>")}), channels("reasoning", "content")
     ... )
     >>> thoughts, answer = [], []
     >>> _ = views["reasoning"].subscribe(thoughts.append)

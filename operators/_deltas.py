@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from reactivex import Observable, abc
 
@@ -27,21 +26,21 @@ def deltas() -> Callable[[Observable[str]], Observable[str]]:
         result:   -a-b---d-|      a="He", b="llo", d="!"
     """
 
-    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+    def make_sink(observer: abc.ObserverBase[str]) -> OperatorSink[str, str]:
         return _DeltasSink(observer)
 
     return operator("deltas", make_sink)
 
 
-class _DeltasSink(OperatorSink[Any, Any]):
+class _DeltasSink(OperatorSink[str, str]):
     __slots__ = ("count", "previous")
 
-    def __init__(self, observer: abc.ObserverBase[Any]) -> None:
+    def __init__(self, observer: abc.ObserverBase[str]) -> None:
         super().__init__("deltas", observer)
         self.previous = ""
         self.count = 0
 
-    def on_next(self, value: Any) -> None:
+    def on_next(self, value: str) -> None:
         if type(value) is not str:
             raise TypeError(f"deltas: expected str snapshots, got {describe(value)}")
         prev = self.previous

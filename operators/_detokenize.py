@@ -20,7 +20,7 @@ __all__ = ["detokenize"]
 
 @overload
 def detokenize(
-    tokenizer: Any,
+    tokenizer: object,
     *,
     skip_special_tokens: bool = ...,
     prompt_ids: Iterable[int] | None = ...,
@@ -30,7 +30,7 @@ def detokenize(
 
 @overload
 def detokenize(
-    tokenizer: Any,
+    tokenizer: object,
     *,
     skip_special_tokens: bool = ...,
     prompt_ids: Iterable[int] | None = ...,
@@ -40,7 +40,7 @@ def detokenize(
 
 @overload
 def detokenize(
-    tokenizer: Any,
+    tokenizer: object,
     *,
     skip_special_tokens: bool = ...,
     prompt_ids: Iterable[int] | None = ...,
@@ -49,12 +49,14 @@ def detokenize(
 
 
 def detokenize(
-    tokenizer: Any,
+    tokenizer: object,
     *,
     skip_special_tokens: bool = True,
     prompt_ids: Iterable[int] | None = None,
     aligned: bool = False,
-) -> Callable[[Observable[TokenItem]], Observable[Any]]:
+) -> (
+    Callable[[Observable[TokenItem]], Observable[str]] | Callable[[Observable[TokenItem]], Observable[Piece]]
+):
     """Turn token ids into text deltas, exactly as ``tokenizer.decode`` would, in O(1) per token.
 
     Items are single ids or sequences of ids (several tokens at once, e.g. speculative decoding:
@@ -114,16 +116,20 @@ def detokenize(
         tokenizer, skip_special_tokens=skip_special_tokens, prompt_ids=prompt_ids, owner="detokenize"
     )
 
-    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
-        det = new_detokenizer()
-        if aligned:
-            return _AlignedSink(observer, det)
-        return _TextSink(observer, det)
+    if aligned:
+
+        def make_aligned_sink(observer: abc.ObserverBase[Piece]) -> OperatorSink[TokenItem, Piece]:
+            return _AlignedSink(observer, new_detokenizer())
+
+        return operator("detokenize", make_aligned_sink)
+
+    def make_sink(observer: abc.ObserverBase[str]) -> OperatorSink[TokenItem, str]:
+        return _TextSink(observer, new_detokenizer())
 
     return operator("detokenize", make_sink)
 
 
-class _TextSink(OperatorSink[Any, str]):
+class _TextSink(OperatorSink[TokenItem, str]):
     __slots__ = ("det", "push_many", "push_one")
 
     def __init__(self, observer: abc.ObserverBase[str], det: StreamDetokenizer) -> None:
@@ -132,7 +138,7 @@ class _TextSink(OperatorSink[Any, str]):
         self.push_one = det.push_one
         self.push_many = det.push_many
 
-    def run(self, source: Observable[Any], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
+    def run(self, source: Observable[TokenItem], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
         """Subscribe with a closure that serves most ids straight from the table (the hot path)."""
         if not self.det.exact:
             return super().run(source, scheduler)
@@ -153,7 +159,7 @@ class _TextSink(OperatorSink[Any, str]):
         self.subscribe_to(source, on_next, scheduler)
         return Disposable(self.dispose)
 
-    def _guarded_next(self, value: Any) -> None:
+    def _guarded_next(self, value: TokenItem) -> None:
         if self.done:
             return
         try:
@@ -167,7 +173,7 @@ class _TextSink(OperatorSink[Any, str]):
         if text:
             self.observer.on_next(text)
 
-    def on_next(self, value: Any) -> None:
+    def on_next(self, value: TokenItem) -> None:
         self._guarded_next(value)
 
     def on_completed(self) -> None:
@@ -177,7 +183,7 @@ class _TextSink(OperatorSink[Any, str]):
         self.end(Finish(FinishReason.EOS), dispose=False)
 
 
-class _AlignedSink(OperatorSink[Any, Piece]):
+class _AlignedSink(OperatorSink[TokenItem, Piece]):
     __slots__ = ("det", "held", "held_lps", "held_tops", "pending", "pending_at")
 
     def __init__(self, observer: abc.ObserverBase[Piece], det: StreamDetokenizer) -> None:
@@ -199,7 +205,7 @@ class _AlignedSink(OperatorSink[Any, Piece]):
         tops.clear()
         return piece
 
-    def on_next(self, value: Any) -> None:
+    def on_next(self, value: TokenItem) -> None:
         logprobs: Sequence[float | None]
         tops: Sequence[TopLogprobs | None]
         if isinstance(value, Piece):

@@ -44,7 +44,7 @@ def hold_back(
     """
     rules = stop_rules_any(patterns, owner="hold_back", what="pattern").echo()
 
-    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+    def make_sink(observer: abc.ObserverBase[TextT]) -> OperatorSink[TextT, TextT]:
         return ReplaceSink("hold_back", observer, make_replacer(rules), on_finish)
 
     return operator("hold_back", make_sink)

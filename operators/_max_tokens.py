@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable
@@ -45,28 +44,28 @@ def max_tokens(
     if budget < 0:
         raise ValueError(f"max_tokens: budget must be >= 0, got {budget}")
 
-    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+    def make_sink(observer: abc.ObserverBase[TokenItem]) -> OperatorSink[TokenItem, TokenItem]:
         return _BudgetSink(observer, budget, on_finish)
 
     return operator("max_tokens", make_sink)
 
 
-class _BudgetSink(OperatorSink[Any, Any]):
+class _BudgetSink(OperatorSink[TokenItem, TokenItem]):
     __slots__ = ("left",)
 
     def __init__(
-        self, observer: abc.ObserverBase[Any], budget: int, on_finish: FinishCallback | None
+        self, observer: abc.ObserverBase[TokenItem], budget: int, on_finish: FinishCallback | None
     ) -> None:
         super().__init__("max_tokens", observer, on_finish)
         self.left = budget
 
-    def run(self, source: Observable[Any], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
+    def run(self, source: Observable[TokenItem], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
         if self.left == 0:
             self.end(Finish(FinishReason.LENGTH), dispose=False)
             return Disposable()
         return super().run(source, scheduler)
 
-    def on_next(self, value: Any) -> None:
+    def on_next(self, value: TokenItem) -> None:
         ids = as_id_tuple("max_tokens", value)
         if ids is None:
             self.left -= 1

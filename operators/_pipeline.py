@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import reactivex as rx
 from reactivex import Observable, abc
@@ -28,12 +28,16 @@ from ._token_ids import TokenItem
 
 __all__ = ["text_pipeline"]
 
+_T = TypeVar("_T")
+_Stage: TypeAlias = Callable[[Observable[Any]], Observable[Any]]
+"""One stage of the pipeline (token ids to text, then text to text)."""
+
 
 def text_pipeline(
-    tokenizer: Any,
+    tokenizer: object,
     *,
     prompt_ids: Iterable[int] | None = None,
-    stop: str | Iterable[Any] | StopRules | RegexStopRules = (),
+    stop: str | Iterable[object] | StopRules | RegexStopRules = (),
     replace: Rules | ReplaceRules | RegexReplaceRules | Any = (),
     aligned: bool = False,
     skip_special_tokens: bool = True,
@@ -84,8 +88,8 @@ def text_pipeline(
         tokenizer, skip_special_tokens=skip_special_tokens, prompt_ids=prompt_ids, aligned=aligned
     )
 
-    def stages() -> list[Callable[[Observable[Any]], Observable[Any]]]:
-        out: list[Callable[[Observable[Any]], Observable[Any]]] = [ids_to_text]
+    def stages() -> list[_Stage]:
+        out: list[_Stage] = [ids_to_text]
         if stops.strings and rules.pairs and on_finish is not None:
             # One report from two stages: the reason from stop, the rest from the last stage.
             report = _StopThenReplace(on_finish)
@@ -135,20 +139,20 @@ class _StopThenReplace:
         self._on_finish(finish)
 
 
-def _reporter(on_finish: FinishCallback) -> Callable[[Observable[Any]], Observable[Any]]:
+def _reporter(on_finish: FinishCallback) -> Callable[[Observable[_T]], Observable[_T]]:
     """A pass-through stage that reports the pipeline's :class:`~rxstream.Finish`."""
 
-    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+    def make_sink(observer: abc.ObserverBase[_T]) -> OperatorSink[_T, _T]:
         return _ReportSink(observer, on_finish)
 
     return operator("text_pipeline", make_sink)
 
 
-class _ReportSink(OperatorSink[Any, Any]):
+class _ReportSink(OperatorSink[_T, _T]):
     __slots__ = ()
 
-    def __init__(self, observer: abc.ObserverBase[Any], on_finish: FinishCallback) -> None:
+    def __init__(self, observer: abc.ObserverBase[_T], on_finish: FinishCallback) -> None:
         super().__init__("text_pipeline", observer, on_finish)
 
-    def on_next(self, value: Any) -> None:
+    def on_next(self, value: _T) -> None:
         self.observer.on_next(value)

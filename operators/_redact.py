@@ -120,9 +120,10 @@ def redact(
     # compiled once; the replacement functions are built per subscription (their keys)
     compiled = replace_rules_any([(rule, _placeholder) for rule, _, _ in specs], owner="redact")
     assert isinstance(compiled, RegexReplaceRules)
+    regex_rules = compiled
 
-    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
-        return ReplaceSink("redact", observer, _replacer(compiled, specs), on_finish)
+    def make_sink(observer: abc.ObserverBase[TextT]) -> OperatorSink[TextT, TextT]:
+        return ReplaceSink("redact", observer, _replacer(regex_rules, specs), on_finish)
 
     return operator("redact", make_sink)
 

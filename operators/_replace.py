@@ -19,7 +19,7 @@ from rxstream.text import (
 )
 
 from ._sink import OperatorSink, operator
-from ._text_sink import TextSink
+from ._text_sink import TextItem, TextSink
 from ._types import TextT
 
 __all__ = ["ReplaceSink", "replace"]
@@ -76,13 +76,13 @@ def replace(
     """
     compiled = replace_rules_any(rules, owner="replace")
 
-    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+    def make_sink(observer: abc.ObserverBase[TextT]) -> OperatorSink[TextT, TextT]:
         return ReplaceSink("replace", observer, make_replacer(compiled), on_finish)
 
     return operator("replace", make_sink)
 
 
-class ReplaceSink(TextSink):
+class ReplaceSink(TextSink[TextItem]):
     """Shared by ``replace`` and ``hold_back``: a :class:`~rxstream.Replacer` behind a text sink."""
 
     __slots__ = ("engine",)
@@ -90,7 +90,7 @@ class ReplaceSink(TextSink):
     def __init__(
         self,
         name: str,
-        observer: abc.ObserverBase[Any],
+        observer: abc.ObserverBase[TextItem],
         engine: Replacer | RegexReplacer,
         on_finish: FinishCallback | None = None,
     ) -> None:

@@ -133,9 +133,8 @@ def route(
     aligned input every id is in exactly one segment.
 
     Args:
-        spec: a :class:`~rxstream.channels.RouteSpec`; a preset name (``"qwen3"``,
-            ``"deepseek-r1"``, ``"mistral"``, ``"hermes"``, ``"qwen3-coder"``, ``"llama3"``,
-            ``"harmony"``; :data:`rxstream.channels.PRESETS`); a mapping
+        spec: a :class:`~rxstream.channels.RouteSpec`; a model family's name or alias
+            (:func:`rxstream.families.family_names`; :data:`rxstream.channels.PRESETS`); a mapping
             ``{channel: (open, close)}`` (delimiters: ``str``, :func:`rxstream.rx` rules,
             :class:`~rxstream.channels.SpecialToken`); or a transformers ``response_template``.
         prompt: the prompt text the generation continues; the state at its end is the initial

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar, cast
 
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable
@@ -45,20 +45,20 @@ def serialize() -> Callable[[Observable[_T]], Observable[_T]]:
     return operator("serialize", _SerializeSink)
 
 
-class _SerializeSink(OperatorSink[Any, Any]):
+class _SerializeSink(OperatorSink[_T, _T]):
     """Queues notifications from any thread; one thread at a time delivers them."""
 
     __slots__ = ("_closed", "_emitting", "_ended", "_lock", "_queue")
 
-    def __init__(self, observer: abc.ObserverBase[Any]) -> None:
+    def __init__(self, observer: abc.ObserverBase[_T]) -> None:
         super().__init__("serialize", observer)
         self._lock = threading.Lock()
-        self._queue: deque[tuple[int, Any]] = deque()
+        self._queue: deque[tuple[int, _T | Exception | None]] = deque()
         self._emitting = False  # a thread is delivering
         self._ended = False  # a terminal notification was queued: nothing more is
         self._closed = False  # the subscriber disposed or raised: nothing is queued or delivered
 
-    def run(self, source: Observable[Any], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
+    def run(self, source: Observable[_T], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
         """Subscribe straight to the queue: a subscriber's exception is not the operator's failure
         (it propagates to the delivering thread) and the notifications may come from any thread."""
         self.subscribe_to(
@@ -66,7 +66,7 @@ class _SerializeSink(OperatorSink[Any, Any]):
         )
         return Disposable(self.dispose)
 
-    def on_next(self, value: Any) -> None:
+    def on_next(self, value: _T) -> None:
         self._push(_NEXT, value)
 
     def on_error(self, error: Exception) -> None:
@@ -85,7 +85,7 @@ class _SerializeSink(OperatorSink[Any, Any]):
             self._emitting = False
             self._queue.clear()
 
-    def _push(self, kind: int, value: Any) -> None:
+    def _push(self, kind: int, value: _T | Exception | None) -> None:
         with self._lock:
             if self._ended or self._closed:
                 return
@@ -111,9 +111,9 @@ class _SerializeSink(OperatorSink[Any, Any]):
             try:
                 for kind, value in batch:
                     if kind == _NEXT:
-                        self.observer.on_next(value)
+                        self.observer.on_next(cast(_T, value))
                     elif kind == _ERROR:
-                        super().on_error(value)
+                        super().on_error(cast(Exception, value))
                     else:
                         self.end(Finish(FinishReason.EOS), dispose=False)
             except BaseException:

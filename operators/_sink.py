@@ -22,7 +22,7 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from reactivex import Observable, abc
 from reactivex.disposable import Disposable, SingleAssignmentDisposable
@@ -35,7 +35,10 @@ __all__ = ["OperatorSink", "describe", "operator"]
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
 
-_subscribing: ContextVar[OperatorSink[Any, Any] | None] = ContextVar("_subscribing", default=None)
+_Stage: TypeAlias = "OperatorSink[Any, Any]"
+"""A linked stage of a chain, whatever its item types."""
+
+_subscribing: ContextVar[_Stage | None] = ContextVar("_subscribing", default=None)
 """The sink whose ``run`` is subscribing to its source on this thread (None outside)."""
 
 _ENDS_HERE = (FinishReason.STOP, FinishReason.LENGTH)
@@ -58,8 +61,8 @@ class OperatorSink(ABC, Generic[_In, _Out]):
         self.done = False
         self.upstream = SingleAssignmentDisposable()
         self._on_finish = on_finish
-        self.above: OperatorSink[Any, Any] | None = None
-        self.below: OperatorSink[Any, Any] | None = None
+        self.above: _Stage | None = None
+        self.below: _Stage | None = None
         below = _subscribing.get()
         if below is not None and below.above is None:
             below.above = self
@@ -73,7 +76,7 @@ class OperatorSink(ABC, Generic[_In, _Out]):
     def subscribe_to(
         self,
         source: Observable[_In],
-        on_next: Callable[[Any], None],
+        on_next: Callable[[_In], None],
         scheduler: abc.SchedulerBase | None,
         *,
         on_error: Callable[[Exception], None] | None = None,
@@ -209,13 +212,13 @@ class OperatorSink(ABC, Generic[_In, _Out]):
 
 
 def operator(
-    name: str, make_sink: Callable[[abc.ObserverBase[Any]], OperatorSink[Any, Any]]
-) -> Callable[[Observable[Any]], Observable[Any]]:
+    name: str, make_sink: Callable[[abc.ObserverBase[_Out]], OperatorSink[_In, _Out]]
+) -> Callable[[Observable[_In]], Observable[_Out]]:
     """Build an operator function whose subscriptions are handled by ``make_sink(observer)``."""
 
-    def _operator(source: Observable[Any]) -> Observable[Any]:
+    def _operator(source: Observable[_In]) -> Observable[_Out]:
         def subscribe(
-            observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
+            observer: abc.ObserverBase[_Out], scheduler: abc.SchedulerBase | None = None
         ) -> abc.DisposableBase:
             return make_sink(observer).run(source, scheduler)
 

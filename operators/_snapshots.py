@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from reactivex import Observable, abc
 
@@ -24,20 +23,20 @@ def snapshots() -> Callable[[Observable[str]], Observable[str]]:
         result:   -a---c-|      a="He", c="Hello"
     """
 
-    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+    def make_sink(observer: abc.ObserverBase[str]) -> OperatorSink[str, str]:
         return _SnapshotsSink(observer)
 
     return operator("snapshots", make_sink)
 
 
-class _SnapshotsSink(OperatorSink[Any, Any]):
+class _SnapshotsSink(OperatorSink[str, str]):
     __slots__ = ("text",)
 
-    def __init__(self, observer: abc.ObserverBase[Any]) -> None:
+    def __init__(self, observer: abc.ObserverBase[str]) -> None:
         super().__init__("snapshots", observer)
         self.text = ""
 
-    def on_next(self, value: Any) -> None:
+    def on_next(self, value: str) -> None:
         if type(value) is not str:
             raise TypeError(f"snapshots: expected str deltas, got {describe(value)}")
         if value:

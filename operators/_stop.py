@@ -18,7 +18,7 @@ from rxstream.text import (
 )
 
 from ._sink import OperatorSink, describe, operator
-from ._text_sink import TextSink
+from ._text_sink import TextItem, TextSink
 from ._types import TextT
 
 __all__ = ["stop"]
@@ -89,19 +89,19 @@ def stop(
         raise TypeError(f"stop: prompt must be a str, got {describe(prompt)}")
     include = bool(include_stop)
 
-    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+    def make_sink(observer: abc.ObserverBase[TextT]) -> OperatorSink[TextT, TextT]:
         matcher = make_stop_matcher(rules, include, prompt=prompt, skip_initial=skip_initial)
         return _StopSink(observer, matcher, on_finish)
 
     return operator("stop", make_sink)
 
 
-class _StopSink(TextSink):
+class _StopSink(TextSink[TextItem]):
     __slots__ = ("matcher",)
 
     def __init__(
         self,
-        observer: abc.ObserverBase[Any],
+        observer: abc.ObserverBase[TextItem],
         matcher: StopMatcher | RegexStopMatcher,
         on_finish: FinishCallback | None,
     ) -> None:
@@ -128,7 +128,7 @@ class _StopSink(TextSink):
             self.end(Finish(FinishReason.EOS), dispose=False)
             return
         if out:
-            self.observer.on_next(out if self.aligner is None else self.aligner.piece(out, matcher.emitted))
+            self.emit_out(out, matcher.emitted)
         self._stopped()
 
     def _stopped(self) -> None:
@@ -136,6 +136,6 @@ class _StopSink(TextSink):
             # tokens whose (empty) text lies before the cut still belong to the output
             due = self.aligner.take(self.matcher.emitted)
             if due.size:
-                self.observer.on_next(due)
+                self.emit_piece(due)
         # report() adds the ids cut off here and those held by linked stages above
         self.end(Finish(FinishReason.STOP, stop=self.matcher.stop_string))

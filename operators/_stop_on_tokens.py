@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from reactivex import Observable, abc
 
@@ -40,18 +39,18 @@ def stop_on_tokens(
     stops = normalize_ids(token_ids, "stop_on_tokens")
     include = bool(include_stop)
 
-    def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
+    def make_sink(observer: abc.ObserverBase[TokenItem]) -> OperatorSink[TokenItem, TokenItem]:
         return _StopTokensSink(observer, stops, include, on_finish)
 
     return operator("stop_on_tokens", make_sink)
 
 
-class _StopTokensSink(OperatorSink[Any, Any]):
+class _StopTokensSink(OperatorSink[TokenItem, TokenItem]):
     __slots__ = ("include", "stops")
 
     def __init__(
         self,
-        observer: abc.ObserverBase[Any],
+        observer: abc.ObserverBase[TokenItem],
         stops: frozenset[int],
         include: bool,
         on_finish: FinishCallback | None,
@@ -60,7 +59,7 @@ class _StopTokensSink(OperatorSink[Any, Any]):
         self.stops = stops
         self.include = include
 
-    def on_next(self, value: Any) -> None:
+    def on_next(self, value: TokenItem) -> None:
         ids = as_id_tuple("stop_on_tokens", value)
         if ids is None:
             if value in self.stops:

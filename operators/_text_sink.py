@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import ClassVar, TypeVar, cast
 
 from reactivex import abc
 
@@ -20,18 +20,22 @@ from rxstream._piece import Piece
 from ._align import Aligner
 from ._sink import OperatorSink, describe
 
-__all__ = ["TextSink"]
+__all__ = ["TextItem", "TextSink"]
+
+TextItem = TypeVar("TextItem", bound="str | Piece")
+"""The item kind of one text stream (``str`` or :class:`~rxstream.Piece`, in and out)."""
 
 _ALL = 2**62
 """A position past any text: everything resolved."""
 
 
-class TextSink(OperatorSink[Any, Any]):
+class TextSink(OperatorSink[TextItem, TextItem]):
     """One subscription of a text operator: ``str`` or :class:`~rxstream.Piece` items, one engine.
 
     Subclasses give the engine's ``feed`` (text in, output text that can no longer change out) and
     implement :meth:`position` and :meth:`holding`; the first item decides whether the stream is
-    one of ``str`` or of pieces (mixing them is a ``TypeError``). A sink whose engine can end the
+    one of ``str`` or of pieces (mixing them is a ``TypeError``); the output items are of the same
+    kind (``TextSink[str]`` or ``TextSink[Piece]``). A sink whose engine can end the
     stream sets :attr:`checks_end` and implements :meth:`check_end`, called after each item's output.
     """
 
@@ -43,7 +47,7 @@ class TextSink(OperatorSink[Any, Any]):
     def __init__(
         self,
         name: str,
-        observer: abc.ObserverBase[Any],
+        observer: abc.ObserverBase[TextItem],
         feed: Callable[[str], str],
         on_finish: FinishCallback | None = None,
     ) -> None:
@@ -62,11 +66,11 @@ class TextSink(OperatorSink[Any, Any]):
     def check_end(self) -> None:
         """End the stream if the engine decided so (only called when :attr:`checks_end` is set)."""
 
-    def on_next(self, value: Any) -> None:
+    def on_next(self, value: TextItem) -> None:
         if type(value) is str and self.aligner is None:
-            out = self.feed(value)
+            out = self.feed(cast(str, value))
             if out:
-                self.observer.on_next(out)
+                self.emit_text(out)
         elif isinstance(value, Piece):
             aligner = self.aligner
             if aligner is None:
@@ -76,20 +80,34 @@ class TextSink(OperatorSink[Any, Any]):
             aligner.add(value)
             out = self.feed(value.text)
             if out:
-                self.observer.on_next(aligner.piece(out, self.position()))
+                self.emit_piece(aligner.piece(out, self.position()))
         else:
             raise TypeError(f"{self.name}: expected str or Piece items, got {describe(value)}")
         if self.checks_end:
             self.check_end()
 
+    def emit_text(self, out: str) -> None:
+        """Emit text of a stream of ``str`` (only then: the item kind follows the input's)."""
+        self.observer.on_next(cast(TextItem, out))
+
+    def emit_piece(self, piece: Piece | None) -> None:
+        """Emit a piece of a stream of pieces (only then), unless it is None."""
+        if piece is not None:
+            self.observer.on_next(cast(TextItem, piece))
+
+    def emit_out(self, out: str, upto: int) -> None:
+        """Emit ``out``: as it is for a stream of ``str``, else with the ids due up to ``upto``."""
+        if self.aligner is None:
+            self.emit_text(out)
+        else:
+            self.emit_piece(self.aligner.piece(out, upto))
+
     def emit_rest(self, out: str) -> None:
         """Emit the last output (at completion) with every id not handed out yet."""
         if self.aligner is not None:
-            piece = self.aligner.piece(out, _ALL)
-            if piece is not None:
-                self.observer.on_next(piece)
+            self.emit_piece(self.aligner.piece(out, _ALL))
         elif out:
-            self.observer.on_next(out)
+            self.emit_text(out)
 
     def take_held(self) -> tuple[int, ...]:
         return self.aligner.rest().ids if self.aligner is not None else ()

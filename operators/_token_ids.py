@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import SupportsIndex, cast, overload
 
 from rxstream._piece import Piece
 from rxstream.detok import as_token_ids
@@ -17,7 +17,7 @@ TokenItem = int | Sequence[int]
 """One item of a token-id stream: one id, or several ids at once."""
 
 
-def as_id_tuple(owner: str, item: Any) -> tuple[int, ...] | None:
+def as_id_tuple(owner: str, item: object) -> tuple[int, ...] | None:
     """``None`` for a single integer id, else the item's ids; TypeError for anything else.
 
     Integer ids may be ``int`` or integer scalars such as ``numpy.int64`` (numpy-based backends);
@@ -30,7 +30,7 @@ def as_id_tuple(owner: str, item: Any) -> tuple[int, ...] | None:
         return as_token_ids(item.ids, owner)
     if not isinstance(item, bool):
         try:
-            operator.index(item)
+            operator.index(cast(SupportsIndex, item))  # numpy integer scalars too
             return None
         except TypeError:
             pass
@@ -48,7 +48,11 @@ def normalize_ids(ids: int | Iterable[int], owner: str) -> frozenset[int]:
     return frozenset(items)
 
 
-def head(item: Any, ids: tuple[int, ...], n: int) -> Any:
+@overload
+def head(item: Piece, ids: tuple[int, ...], n: int) -> Piece: ...
+@overload
+def head(item: TokenItem, ids: tuple[int, ...], n: int) -> TokenItem: ...
+def head(item: TokenItem | Piece, ids: tuple[int, ...], n: int) -> TokenItem | Piece:
     """The first ``n`` ids of a sequence item, in the item's own kind: a list stays a list, a
     :class:`~rxstream.Piece` keeps the per-token data of those ids (and its text only when whole)."""
     if isinstance(item, Piece):

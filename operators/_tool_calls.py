@@ -16,13 +16,13 @@ from rxstream.channels import (
     ToolCallParser,
     ToolFormat,
     compile_tools,
+    tool_format,
 )
 
 from ._sink import OperatorSink, describe, operator
 
 __all__ = ["tool_calls"]
 
-_FORMATS = ("json", "json-list", "llama3", "xml", "harmony")
 _ON_INVALID = ("report", "cancel", "error")
 
 
@@ -51,8 +51,9 @@ def tool_calls(
         tools: the OpenAI tools list (``[{"type": "function", "function": {"name",
             "description", "parameters": schema}}]``): a call must name one of them, and its
             arguments are checked against its schema as they arrive. None: any name, no checks.
-        format: how the regions are written: ``json`` (Hermes, Qwen), ``json-list`` (Mistral),
-            ``llama3``, ``xml`` (Qwen3-Coder), ``harmony`` (gpt-oss).
+        format: how the regions are written: a :class:`~rxstream.channels.ToolCallFormat` or
+            its name (:func:`rxstream.channels.tool_format_names`: the generic ``json``,
+            ``json-list`` and ``xml``, and the model families' own).
         channel: the channel whose segments hold the tool calls.
         on_invalid: ``"report"``: emit the :class:`~rxstream.channels.ToolCallInvalid` when its
             region ends (with the region's whole text in ``raw``) and go on; ``"cancel"``: emit it
@@ -99,8 +100,7 @@ def tool_calls(
         ... i=ToolCallInvalid(0, "unknown tool 'nop...' (known: 'now')", 12, '<tool_call>{"name": "nope"}')
         upstream: ^----!
     """
-    if format not in _FORMATS:
-        raise ValueError(f"tool_calls: unknown format {format!r} (known: {', '.join(_FORMATS)})")
+    fmt = tool_format(format, "tool_calls")
     if not isinstance(channel, str) or not channel:
         raise ValueError(f"tool_calls: channel must be a non-empty str, got {describe(channel)}")
     if on_invalid not in _ON_INVALID:
@@ -111,7 +111,7 @@ def tool_calls(
     invalid_at: Literal["region_end", "decision"] = "region_end" if on_invalid == "report" else "decision"
 
     def make_sink(observer: abc.ObserverBase[Any]) -> OperatorSink[Any, Any]:
-        parser = ToolCallParser(format, compiled, id_factory=id_factory, invalid_at=invalid_at)
+        parser = ToolCallParser(fmt, compiled, id_factory=id_factory, invalid_at=invalid_at)
         return _ToolCallsSink(observer, parser, channel, on_invalid)
 
     return operator("tool_calls", make_sink)

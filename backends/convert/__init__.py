@@ -18,7 +18,14 @@ Modules (all private; import from here or from :mod:`rxstream.backends`):
 Dependencies: this package builds on :mod:`rxstream.backends.onnx` (its :class:`DecoderConfig`
 and the graph file names, which define the directory layout it writes); ``onnx`` never imports
 this package at import time.
+
+Needs the ``onnx`` extra (``pip install 'rxstream[onnx]'``: onnx, gguf, httpx); importing this package
+without it raises a one-line :class:`~rxstream._extras.MissingExtraError`.
 """
+
+from rxstream._extras import require_extra
+
+require_extra("rxstream.backends.convert", "onnx")
 
 from ._cache import ModelCacheError
 from ._pull import KNOWN_MODELS, ModelSource, convert_gguf, default_cache_dir, pull_model

@@ -23,7 +23,15 @@ Modules (all private; import from here or from :mod:`rxstream.backends`):
 Dependencies: this package imports only the core (:mod:`rxstream`). The converter
 (:mod:`rxstream.backends.convert`) builds on it (it writes the directories this package reads);
 the one way back, pulling a known model in :meth:`OnnxModel.from_pretrained`, is imported lazily.
+
+Needs the ``onnx`` extra (``pip install 'rxstream[onnx]'``: onnxruntime, onnx, jinja2; pulling a
+known model also gguf and httpx); importing this package without it raises a one-line
+:class:`~rxstream._extras.MissingExtraError`.
 """
+
+from rxstream._extras import require_extra
+
+require_extra("rxstream.backends.onnx", "onnx")
 
 from ._config import DecoderConfig, sampling_defaults
 from ._generation import default_scheduler

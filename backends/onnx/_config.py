@@ -231,7 +231,8 @@ class DecoderConfig:
         path.write_text(json.dumps(self.to_hf_dict(), indent=2) + "\n", encoding="utf-8")
 
 
-_SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "repetition_penalty")
+_SAMPLING_FIELDS = tuple(spec for spec in SamplingParams.table() if spec.hf)
+"""The sampling fields a ``generation_config.json`` may give (under the same names)."""
 
 
 def sampling_defaults(
@@ -241,8 +242,8 @@ def sampling_defaults(
 
     * ``do_sample: false`` means greedy decoding, whatever the sampling fields say (as in
       Hugging Face transformers); a ``repetition_penalty`` still applies.
-    * Otherwise the sampling fields it has (``temperature``, ``top_k``, ``top_p``,
-      ``repetition_penalty``) are the defaults; a field it lacks keeps rxstream's default
+    * Otherwise the sampling fields it has (those of :meth:`SamplingParams.table` marked
+      ``hf``: ``temperature``, ``top_k``, ...) are the defaults; a field it lacks keeps rxstream's default
       (``temperature`` 1.0 once some sampling field is given, as in transformers).
     * Without sampling fields: greedy.
     * ``max_new_tokens`` there becomes the default budget.
@@ -251,11 +252,12 @@ def sampling_defaults(
         ValueError: a field with an unusable value, naming the file and the field.
     """
     values: dict[str, Any] = {}
-    present = {k: generation_config[k] for k in _SAMPLING_FIELDS if generation_config.get(k) is not None}
+    given = (spec for spec in _SAMPLING_FIELDS if generation_config.get(spec.name) is not None)
     do_sample = generation_config.get("do_sample")
-    if do_sample is False:
-        present = {k: v for k, v in present.items() if k == "repetition_penalty"}
-    elif present and "temperature" not in present:
+    if do_sample is False:  # greedy: only the fields that still apply
+        given = (spec for spec in given if spec.greedy_too)
+    present = {spec.name: generation_config[spec.name] for spec in given}
+    if do_sample is not False and present and "temperature" not in present:
         values["temperature"] = 1.0
     values.update(present)
     budget = generation_config.get("max_new_tokens")

@@ -74,15 +74,7 @@ class GenerateCall:
 def make_sampler(call: GenerateCall, prompt: Sequence[int], seed: int | None) -> Sampler:
     """A fresh sampler for one run (it holds the random state and the ids seen so far)."""
     p = call.params
-    return Sampler(
-        call.vocab_size,
-        temperature=p.temperature,
-        top_k=p.top_k,
-        top_p=p.top_p,
-        repetition_penalty=p.repetition_penalty,
-        seed=seed,
-        seen=prompt,
-    )
+    return Sampler(call.vocab_size, p if seed == p.seed else p.replace(seed=seed), seen=prompt)
 
 
 def token_item(call: GenerateCall, token: int, logits_row: np.ndarray) -> int | Piece:

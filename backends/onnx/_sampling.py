@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import numpy.typing as npt
 
-from rxstream import SamplingParams
+from rxstream import SamplingOptions, SamplingParams
 
 __all__ = ["MAX_LOGPROBS", "Sampler", "check_int", "check_logprobs", "token_logprobs"]
 
@@ -130,22 +130,15 @@ class Sampler:
     def __init__(
         self,
         vocab_size: int,
+        params: SamplingParams | None = None,
         *,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        repetition_penalty: float = 1.0,
-        seed: int | None = None,
         seen: Iterable[int] = (),
+        **options: Unpack[SamplingOptions],
     ) -> None:
-        given = {
-            "temperature": temperature,
-            "top_k": top_k,
-            "top_p": top_p,
-            "repetition_penalty": repetition_penalty,
-            "seed": seed,
-        }
-        args = SamplingParams.from_kwargs(None, given, "Sampler")
+        """Sample as ``params`` says (default ``SamplingParams()``), updated by keyword ``options``
+        (``Sampler(n, temperature=0.7)``); ``seen``: the ids the repetition penalty starts from
+        (the prompt)."""
+        args = SamplingParams.from_kwargs(params, options, "Sampler")
         self.temperature = args.temperature
         self.top_k = args.top_k
         self.top_p = args.top_p

@@ -30,7 +30,14 @@ its logprob and alternatives; given ``tokenizer=`` (the served model's), each to
 carry ids. Ask the server for them with the request parameters it understands (``logprobs=1``,
 ``logprobs=True, top_logprobs=5``). Log-probabilities that cannot be paired one-to-one with the
 tokens are dropped (``Piece.logprobs`` is then None).
+
+Needs the ``openai`` extra (``pip install 'rxstream[openai]'``: httpx); importing this package
+without it raises a one-line :class:`~rxstream._extras.MissingExtraError`.
 """
+
+from rxstream._extras import require_extra
+
+require_extra("rxstream.backends.openai", "openai")
 
 from ._backend import OpenAIBackend
 from ._errors import OpenAIBackendError

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from ..text import RegexRule, is_regex_rule, rx
+from ._tool_formats import ToolCallFormat, ToolFormat, tool_format
 
 __all__ = [
     "ChannelKind",
@@ -21,17 +22,6 @@ __all__ = [
 
 ChannelKind: TypeAlias = Literal["reasoning", "content", "tool_call", "other"]
 """What a channel holds, for the faces (server, CLI): reasoning, answer, tool calls, or framing."""
-
-ToolFormat: TypeAlias = Literal["json", "json-list", "llama3", "xml", "harmony"]
-"""How a tool-call region is written (``tool_calls`` reads it):
-
-- ``json``: one ``{"name": ..., "arguments": {...}}`` object per region (Hermes, Qwen 2.5/3).
-- ``json-list``: a JSON list of such objects (Mistral ``[TOOL_CALLS][...]``).
-- ``llama3``: one ``{"name": ..., "parameters": {...}}`` object (Llama 3.x JSON tool calls).
-- ``xml``: ``<function=name><parameter=key>value</parameter>...</function>`` (Qwen3-Coder).
-- ``harmony``: the name is the ``name`` capture of the opening delimiter, the region is the
-  arguments object (gpt-oss).
-"""
 
 
 @dataclass(frozen=True)
@@ -92,7 +82,7 @@ class Region:
     ``close`` empty: the region runs to the end of the stream (then it closes without a
     delimiter; that is not malformed). ``close_at_end``: the end of the stream is a proper close
     too (its closing delimiters are end-of-sequence tokens, which a generator stops at without
-    emitting them: Mistral's ``</s>`` after ``[TOOL_CALLS]``, gpt-oss's ``<|return|>``).
+    emitting them: an ``</s>`` or ``<|return|>``).
     """
 
     channel: str
@@ -115,7 +105,8 @@ class RouteSpec:
             reads the prompt from after the last of these (the whole prompt if none is found).
         kinds: what each channel holds (``"reasoning"``, ``"content"``, ``"tool_call"``,
             ``"other"``); channels not named are ``"content"``.
-        tool_format: how the tool-call regions are written (see :data:`ToolFormat`), or None.
+        tool_format: how the tool-call regions are written (a :class:`~._tool_formats.ToolCallFormat`
+            or a known format's name), or None.
         name: a name for messages (a preset's name).
         initial: the channel of a region that is open at the start of the stream (the start
             of the prompt after its anchor, or of the text), as if an empty opening delimiter
@@ -143,8 +134,8 @@ class RouteSpec:
         for channel, kind in self.kinds.items():
             if kind not in ("reasoning", "content", "tool_call", "other"):
                 raise ValueError(f"route: channel {channel!r}: unknown kind {kind!r}")
-        if self.tool_format not in (None, "json", "json-list", "llama3", "xml", "harmony"):
-            raise ValueError(f"route: unknown tool_format {self.tool_format!r}")
+        if self.tool_format is not None and not isinstance(self.tool_format, ToolCallFormat):
+            tool_format(self.tool_format, "route")  # a name: known (else the ValueError lists them)
         if self.initial is not None and self.initial not in (r.channel for r in self.regions):
             raise ValueError(f"route: initial {self.initial!r} is not the channel of a region")
 

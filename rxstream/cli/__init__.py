@@ -4,6 +4,10 @@
 Each subcommand is one ``add_<name>_parser(subparsers)`` function (in its own module: ``_chat``,
 ``_models``; ``serve`` comes from :mod:`rxstream.server`) that registers its arguments and sets
 ``func`` to the function that runs it; :data:`SUBCOMMANDS` lists them in help order.
+
+Needs the ``serve`` extra (``pip install 'rxstream[serve]'``: the server and the ONNX backend);
+importing this package without it raises a one-line :class:`~rxstream._extras.MissingExtraError`,
+which the ``rxstream`` program (:mod:`rxstream.__main__`) prints as that line.
 """
 
 from __future__ import annotations
@@ -13,6 +17,10 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
+
+from rxstream._extras import MissingExtraError, require_extra
+
+require_extra("the rxstream command", "serve")
 
 from ._chat import add_chat_parser, run_chat
 from ._models import add_models_parser, run_models_list, run_models_pull
@@ -70,4 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"rxstream {args.command}: interrupted", file=sys.stderr)
         return 130
+    except MissingExtraError as exc:  # a backend imported on demand, without its extra
+        print(f"rxstream {args.command}: {exc}", file=sys.stderr)
+        return 1
     return status

@@ -14,10 +14,9 @@ from typing import Any, TextIO
 from .._finish import Finish, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
 from .._piece import Piece
-from .._sampling_params import SamplingParams, SamplingParamsError
-from ..server._args import reasoning_format_option
-from ..server._channels import REASONING_FORMATS, ChatPlan, TextDelta, plan_chat, resolve_reasoning_format
-from ..server._tools import ToolChoice
+from .._sampling_params import SamplingParams
+from ..chat import ChatPlan, TextDelta, ToolChoice, plan_chat, resolve_reasoning_format
+from ..face import add_model_options, load_model, model_defaults, sampling_from_args
 from ..text import replace_rules, stop_rules
 from ._text import replace_rule, stop_string, tools_file, valid_text
 
@@ -54,46 +53,11 @@ def add_chat_parser(subparsers: Any) -> None:
         metavar="OLD=NEW",
         help="replace OLD by NEW in the streamed text (repeatable)",
     )
-    p.add_argument("--max-tokens", type=int, default=256, help="token budget (default 256)")
-    p.add_argument(
-        "--temperature",
-        type=float,
-        default=None,
-        help="0 = greedy; default: the model's own (its generation_config.json, else greedy)",
-    )
-    p.add_argument(
-        "--top-k", type=int, default=None, help="sample from the k best ids (0 = off; default: the model's)"
-    )
-    p.add_argument(
-        "--top-p", type=float, default=None, help="nucleus sampling mass (1.0 = off; default: the model's)"
-    )
-    p.add_argument("--repetition-penalty", type=float, default=None, help="1.0 = off (default: the model's)")
-    p.add_argument("--seed", type=int, default=None, help="random seed for reproducible sampling")
-    p.add_argument(
-        "--provider",
-        choices=("auto", "cpu", "cuda"),
-        default="auto",
-        help="ONNX Runtime execution provider (default auto: CUDA when it works, else CPU)",
-    )
-    p.add_argument(
-        "--model",
-        default="smollm2",
-        metavar="DIR",
-        help="a model directory (Optimum or onnxruntime-genai layout) or a known name (smollm2)",
-    )
-    p.add_argument("--int4", action="store_true", help="use the int4 build of the default model")
+    add_model_options(p)
     p.add_argument(
         "--show-tokens",
         action="store_true",
         help="show the token ids behind each piece of text (the raw text: no reasoning or tool channels)",
-    )
-    p.add_argument(
-        "--reasoning-format",
-        type=reasoning_format_option,
-        default="auto",
-        metavar="FORMAT",
-        help="how the output is split into reasoning, answer and tool calls: "
-        f"{', '.join(REASONING_FORMATS)} (default auto: detected from the model's chat template)",
     )
     p.add_argument("--hide-reasoning", action="store_true", help="do not show the model's reasoning")
     p.add_argument(
@@ -105,53 +69,6 @@ def add_chat_parser(subparsers: Any) -> None:
         "are printed as they complete",
     )
     p.set_defaults(func=run_chat, exit_on_sigpipe=True)
-
-
-def _load_model(name: str, provider: str, int4: bool) -> GenerativeModel:
-    from rxstream.backends import OnnxModel
-
-    return OnnxModel.from_pretrained(
-        name,
-        provider=provider,  # type: ignore[arg-type]
-        quantization="int4" if int4 else "fp32",
-        progress=True,
-    )
-
-
-_OPTIONS = {
-    "max_new_tokens": "--max-tokens",
-    "temperature": "--temperature",
-    "top_k": "--top-k",
-    "top_p": "--top-p",
-    "repetition_penalty": "--repetition-penalty",
-    "seed": "--seed",
-}
-"""SamplingParams fields -> the options that set them."""
-
-
-def _sampling(args: argparse.Namespace) -> dict[str, Any]:
-    """The sampling options the user gave (the model's defaults fill in the rest), checked
-    before anything loads.
-
-    Raises:
-        ValueError: a bad option, named as the user typed it.
-    """
-    if args.max_tokens < 1:
-        raise ValueError(f"--max-tokens must be >= 1, got {args.max_tokens}")
-    given = {
-        "max_new_tokens": args.max_tokens,
-        "temperature": args.temperature,
-        "top_k": args.top_k,
-        "top_p": args.top_p,
-        "repetition_penalty": args.repetition_penalty,
-        "seed": args.seed,
-    }
-    given = {k: v for k, v in given.items() if v is not None}
-    try:
-        SamplingParams(**given)
-    except SamplingParamsError as exc:
-        raise ValueError(f"{_OPTIONS.get(exc.field, exc.field)} {exc.reason}") from None
-    return given
 
 
 def _read_prompt(args: argparse.Namespace, err: TextIO) -> str | None:
@@ -323,16 +240,17 @@ class _ChatSession:
         )
         text: Any
         if plan.spec is not None and not args.show_tokens:  # --show-tokens: the raw text
-            from ..server._channels import channel_stream
+            from rxstream.operators import chat_pipeline
 
-            text = channel_stream(
-                source,
-                self.model.tokenizer,
-                prompt,
-                plan,
-                stop=self.stop,
-                replace=self.replace,
-                on_finish=recorder,
+            text = source.pipe(
+                chat_pipeline(
+                    self.model.tokenizer,
+                    plan,
+                    prompt_ids=prompt,
+                    stop=self.stop,
+                    replace=self.replace,
+                    on_finish=recorder,
+                )
             )
         else:
             text = source.pipe(
@@ -443,7 +361,7 @@ def run_chat(
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        sampling = _sampling(args)
+        sampling = sampling_from_args(args)
     except ValueError as exc:
         print(f"rxstream chat: {exc}", file=err)
         return 2
@@ -455,12 +373,11 @@ def run_chat(
     if not interactive and prompt_text is None:
         return 2
     try:
-        model = _load_model(args.model, args.provider, args.int4)
+        model = load_model(args.model, args.provider, args.int4, progress=True)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"rxstream chat: {exc}", file=err)
         return 1
-    defaults = getattr(model, "default_sampling", None)
-    params = (defaults if isinstance(defaults, SamplingParams) else SamplingParams()).replace(**sampling)
+    params = model_defaults(model).replace(**sampling)
     session = _ChatSession(model, args, params, out, err)
     if interactive:
         if read is None:

@@ -47,10 +47,10 @@ def stop_string(text: str) -> str:
 
 
 def tools_file(path: str) -> tuple[dict[str, Any], ...]:
-    """``--tools FILE``: a JSON list of OpenAI function tools, checked as the server checks them."""
-    from ..server._errors import RequestError
-    from ..server._limits import ServerLimits
-    from ..server._tools import parse_tools
+    """``--tools FILE``: a JSON list of OpenAI function tools, each checked (a function with an
+    OpenAI-valid name and a schema that compiles, no name twice)."""
+    from ..channels import compile_tools
+    from ..chat import TOOL_NAME
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -60,6 +60,12 @@ def tools_file(path: str) -> tuple[dict[str, Any], ...]:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{path} is not JSON: {exc}") from None
     try:
-        return parse_tools({"tools": raw}, ServerLimits())
-    except RequestError as exc:
-        raise argparse.ArgumentTypeError(f"{path}: {exc.message}") from None
+        tools = compile_tools(raw, "--tools") or {}
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"{path}: {exc}") from None
+    for name in tools:
+        if not TOOL_NAME.fullmatch(name):
+            raise argparse.ArgumentTypeError(
+                f"{path}: tool name {name!r} must be 1 to 64 letters, digits, '_' or '-'"
+            )
+    return tuple(dict(t) for t in raw)

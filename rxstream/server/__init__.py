@@ -78,12 +78,13 @@ naming the parameter): body size, prompt size in characters and tokens, ``max_to
 replace rules, number of messages, types and ranges of sampling parameters, ``n`` and
 ``logprobs``; ``echo``/``suffix`` are not supported.
 
-Reasoning and tool calls (chat completions; ``_channels``, ``_tools``, ``_tool_prompt``): the
+Reasoning and tool calls (chat completions; :mod:`rxstream.chat` plans them, ``_tools`` reads the
+request's tool fields): the
 output is routed by the model's reasoning format (``create_app(reasoning_format="auto")``: from
 the chat template) into ``reasoning_content``, ``content`` and ``tool_calls``; ``stop`` and
 ``replace`` apply to the answer only. ``tools``, ``tool_choice`` (``auto``, ``none``,
 ``required``, a named function) and ``parallel_tool_calls`` are implemented; tools go to a chat
-template that renders them, else into a fallback system prompt (Hermes ``<tool_call>`` calls); a
+template that renders them, else into a fallback system prompt (``<tool_call>`` calls); a
 forced call is opened in the prompt. Each call's arguments stream as OpenAI deltas, checked
 against the tool's schema; a call that cannot be valid is left out of ``message.tool_calls`` and
 reported in ``choices[0].rxstream.invalid_tool_calls``. ``finish_reason`` is ``tool_calls`` when
@@ -108,13 +109,16 @@ Guards (see "Exposing the server safely" in the README): POST bodies must be
 The package's modules, one concern each: ``_app`` (the application and its routes),
 ``_handlers`` (the endpoints, over one ``ServerState``), ``_body``/``_requests`` (reading and
 validating a request, one parser per field; ``_tools`` for the tool fields), ``_prompt`` (prompt
-ids and budget), ``_channels`` (reasoning format, chat plan, the routed pipeline),
-``_tool_prompt`` (the fallback tool prompt),
+ids and budget, on :func:`rxstream.chat.plan_chat`),
 ``_generation`` (one request's pipeline and slot), ``_responses``/``_sse`` (the OpenAI response
 shapes and server-sent events), ``_stats``, ``_limits``, ``_errors``, ``_hosts`` (the Host
 guard), ``_connections`` (uvicorn protocol with timeouts), ``_run`` (uvicorn, threads) and
 ``_args`` (the command-line options).
 """
+
+from rxstream._extras import require_extra
+
+require_extra("rxstream.server", "serve", ("starlette", "uvicorn"))
 
 from ._app import create_app
 from ._args import add_serve_arguments, add_serve_parser, main, serve_from_args

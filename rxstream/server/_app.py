@@ -12,7 +12,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from .._generative_model import GenerativeModel
-from ._channels import check_reasoning_format, resolve_reasoning_format
+from ..chat import check_reasoning_format, resolve_reasoning_format
 from ._generation import batches
 from ._handlers import Handlers
 from ._hosts import HostGuard, parse_allowed_hosts
@@ -56,11 +56,10 @@ def create_app(
     At most ``limits.max_concurrency`` generations run at once either way.
 
     ``reasoning_format`` says how chat output is split into reasoning, answer and tool calls:
-    ``"auto"`` (detected from the model's ``chat_template``: ``<think>`` -> ``deepseek-r1``, or
-    ``qwen3`` with ``<tool_call>``; ``[THINK]`` -> ``mistral``; ``<|channel|>`` -> ``harmony``; ...;
-    else none), ``"none"`` (no reasoning channel), or a preset name of
-    :data:`rxstream.channels.PRESETS`. ``app.state.reasoning_format`` is the resolved preset
-    name (or None).
+    ``"auto"`` (the family the model's ``chat_template`` points to:
+    :func:`rxstream.families.detect_family`; else none), ``"none"`` (no reasoning channel), or a
+    family's name (:func:`rxstream.families.family_names`). ``app.state.reasoning_format`` is the
+    resolved family's name (or None).
 
     Raises:
         TypeError: the model lacks a member the server uses.

@@ -7,11 +7,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ._channels import REASONING_FORMATS, check_reasoning_format
+from ..face import add_model_options, reasoning_format_option, sampling_from_args
 from ._limits import ServerLimits, ServerLimitsError
 from ._run import ServeError, serve
 
-__all__ = ["add_serve_arguments", "add_serve_parser", "main", "serve_from_args"]
+__all__ = ["add_serve_arguments", "add_serve_parser", "main", "reasoning_format_option", "serve_from_args"]
 
 
 def _port(text: str) -> int:
@@ -24,36 +24,14 @@ def _port(text: str) -> int:
     return port
 
 
-def reasoning_format_option(text: str) -> str:
-    """``--reasoning-format``: ``auto``, ``none`` or a preset name (aliases accepted)."""
-    try:
-        return check_reasoning_format(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--reasoning-format ")) from None
-
-
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``rxstream serve`` options to ``parser``."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument(
         "--port", type=_port, default=8000, help="port to listen on (default 8000; 0: any free port)"
     )
-    parser.add_argument(
-        "--model", default="smollm2", metavar="DIR", help="model directory or known name (default smollm2)"
-    )
-    parser.add_argument("--int4", action="store_true", help="use the int4 build of the default model")
-    parser.add_argument(
-        "--provider", choices=("auto", "cpu", "cuda"), default="auto", help="ONNX Runtime provider"
-    )
+    add_model_options(parser)
     parser.add_argument("--model-name", default=None, help="model id shown to clients")
-    parser.add_argument(
-        "--reasoning-format",
-        type=reasoning_format_option,
-        default="auto",
-        metavar="FORMAT",
-        help="how chat output is split into reasoning (reasoning_content), answer and tool calls: "
-        f"{', '.join(REASONING_FORMATS)} (default auto: detected from the model's chat template)",
-    )
     parser.add_argument(
         "--max-concurrency",
         type=int,
@@ -149,12 +127,19 @@ _OPTIONS = {
     "idle_timeout": "--idle-timeout",
     "send_timeout": "--send-timeout",
     "keepalive_interval": "--keepalive-interval",
+    "default_max_tokens": "--max-tokens",
 }
 """ServerLimits fields -> the options that set them."""
 
 
 def serve_from_args(args: argparse.Namespace) -> int:
     """Run :func:`serve` with options parsed by :func:`add_serve_arguments`; return an exit status."""
+    try:
+        sampling = sampling_from_args(args)
+    except ValueError as exc:
+        print(f"rxstream serve: {exc}", file=sys.stderr)
+        return 2
+    budget = sampling.pop("max_new_tokens", None)  # the budget of a request that gives none
     try:
         limits = ServerLimits(
             max_concurrency=args.max_concurrency,
@@ -165,6 +150,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
             idle_timeout=args.idle_timeout,
             send_timeout=args.send_timeout,
             keepalive_interval=args.keepalive_interval,
+            **({} if budget is None else {"default_max_tokens": budget}),
         )
     except ServerLimitsError as exc:
         print(f"rxstream serve: {_OPTIONS.get(exc.field, exc.field)} {exc.reason}", file=sys.stderr)
@@ -196,6 +182,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
             share_prefix=args.prefix_sharing == "on",
             prefix_cache_bytes=args.prefix_cache_mb << 20,
             reasoning_format=args.reasoning_format,
+            sampling=sampling,
         )
     except ServeError as exc:
         print(f"rxstream serve: {exc}", file=sys.stderr)

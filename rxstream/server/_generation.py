@@ -12,21 +12,14 @@ from reactivex import operators as ops
 from .._finish import Finish, FinishOnce, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
 from .._piece import Piece
-from .._sampling_params import SamplingParams
 from ..aio import to_async_iterable
-from ._channels import ChatPlan, channel_stream
+from ..chat import ChatPlan
+from ..face import model_defaults
 from ._lanes import Lane
 from ._requests import GenerationRequest
 from ._state import ServerState
 
 __all__ = ["Generation", "batches", "build_chat_stream", "build_text_stream", "model_defaults"]
-
-
-def model_defaults(model: GenerativeModel) -> SamplingParams:
-    """How ``model`` samples when a request does not say: its ``default_sampling`` (an
-    :class:`~rxstream.backends.OnnxModel` reads it from ``generation_config.json``), else greedy."""
-    defaults = getattr(model, "default_sampling", None)
-    return defaults if isinstance(defaults, SamplingParams) else SamplingParams()
 
 
 def _generated_ids(
@@ -140,8 +133,8 @@ def build_chat_stream(
     ready: Callable[[], bool] | None = None,
     lane: Lane | None = None,
 ) -> reactivex.Observable[Any]:
-    """A chat request's items routed by ``plan`` (:func:`~._channels.channel_stream`): answer and
-    reasoning :class:`~._channels.TextDelta` items and tool-call events; the request's ``stop``
+    """A chat request's items routed by ``plan`` (:func:`rxstream.operators.chat_pipeline`): answer
+    and reasoning :class:`~rxstream.chat.TextDelta` items and tool-call events; the request's ``stop``
     and ``replace`` apply to the answer only. Arguments as for :func:`build_text_stream` (with
     ``plan.logprobs`` the deltas carry their tokens and log-probabilities)."""
     ids = _generated_ids(
@@ -156,14 +149,17 @@ def build_chat_stream(
         ready=ready,
         lane=lane,
     )
-    return channel_stream(
-        ids,
-        model.tokenizer,
-        prompt_ids,
-        plan,
-        stop=request.stop,
-        replace=request.replace,
-        on_finish=on_finish,
+    from rxstream.operators import chat_pipeline
+
+    return ids.pipe(
+        chat_pipeline(
+            model.tokenizer,
+            plan,
+            prompt_ids=prompt_ids,
+            stop=request.stop,
+            replace=request.replace,
+            on_finish=on_finish,
+        )
     )
 
 
@@ -257,7 +253,7 @@ class Generation:
 
     @property
     def routed(self) -> bool:
-        """Whether the output is routed into channels (items are :class:`~._channels.TextDelta`
+        """Whether the output is routed into channels (items are :class:`~rxstream.chat.TextDelta`
         and tool-call events, not ``str``)."""
         return self.plan.spec is not None
 

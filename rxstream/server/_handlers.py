@@ -12,11 +12,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from .._generative_model import supports_logprobs
+from ..face import model_defaults
 from ._body import read_json
 from ._errors import RequestError, generation_error
-from ._generation import Generation, model_defaults
+from ._generation import Generation
 from ._logprobs import TokenNames
 from ._prompt import fit_budget, prompt_ids
+from ._request_sampling import reported_defaults
 from ._requests import GenerationRequest, validate_request
 from ._responses import collect, completion_body, stream_events
 from ._sse import EventStreamResponse, until_disconnect
@@ -107,14 +109,10 @@ class Handlers:
 
     def _defaults(self) -> dict[str, object]:
         """The sampling a request gets for the fields it leaves out (the model's defaults)."""
-        params = model_defaults(self.state.model)
-        return {
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "top_k": params.top_k,
-            "repetition_penalty": params.repetition_penalty,
-            "max_tokens": min(self.state.limits.default_max_tokens, self.state.limits.max_tokens),
-        }
+        limits = self.state.limits
+        return reported_defaults(
+            model_defaults(self.state.model), min(limits.default_max_tokens, limits.max_tokens)
+        )
 
     async def models(self, _request: Request) -> Response:
         entry = {

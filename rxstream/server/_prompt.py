@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from ._channels import ChatPlan, UnsupportedChoice, plan_chat
+from ..chat import ChatPlan, UnsupportedChoice, plan_chat
 from ._errors import RequestError
 from ._requests import GenerationRequest
 from ._state import ServerState
@@ -15,7 +15,7 @@ __all__ = ["fit_budget", "prompt_ids"]
 
 async def prompt_ids(state: ServerState, request: GenerationRequest) -> tuple[list[int], ChatPlan | None]:
     """The request's prompt as token ids (chat template applied), checked against the limits, and
-    for a chat how its output is routed (:func:`~._channels.plan_chat`)."""
+    for a chat how its output is routed (:func:`rxstream.chat.plan_chat`)."""
     model = state.model
     plan: ChatPlan | None = None
     if request.chat:

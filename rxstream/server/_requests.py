@@ -3,25 +3,27 @@
 :func:`validate_request` turns a decoded JSON body into a :class:`GenerationRequest`, or raises
 :class:`~rxstream.server.RequestError` (an HTTP status and an OpenAI-style error body naming the
 parameter). Each ``_parse_*`` function reads and checks one field (or one group of fields that
-belong together) and nothing else.
+belong together) and nothing else; the messages and prompt are read in ``_request_messages``,
+the sampling fields and the budget (from :meth:`SamplingParams.table`) in ``_request_sampling``,
+the text rules in ``_request_rules``.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._sampling_params import SamplingParams, SamplingParamsError
+from .._sampling_params import SamplingParams
 from ..text import RegexReplaceRules, RegexStopRules, ReplaceRules, StopRules
 from ._errors import RequestError
 from ._limits import ServerLimits
+from ._request_messages import messages_chars, parse_messages, parse_prompt
 from ._request_rules import compile_rules, parse_extension
+from ._request_sampling import REQUEST_FIELDS, parse_budget, parse_sampling, request_params
 from ._tools import (
     ToolChoice,
-    parse_assistant_tool_calls,
     parse_parallel_tool_calls,
     parse_tool_choice,
     parse_tools,
@@ -45,8 +47,8 @@ class GenerationRequest:
         stream: whether to answer with server-sent events.
         include_usage: ``stream_options.include_usage``.
         max_tokens: the token budget.
-        sampling: the sampling fields the request gave (``temperature``, ``top_p``, ``top_k``,
-            ``repetition_penalty``, ``seed``), checked; the model's defaults fill in the rest
+        sampling: the sampling fields the request gave (those of :meth:`SamplingParams.table`
+            with a request name, by field name), checked; the model's defaults fill in the rest
             (:meth:`sampling_params`).
         stop: the stop strings (and the extension's ``stop_regex`` rules), checked and compiled once.
         replace: the replace rules of the ``rxstream`` extension (literal and regex), compiled once.
@@ -87,10 +89,7 @@ class GenerationRequest:
         sampling = dict(self.sampling)
         if choice and sampling.get("seed") is not None:
             sampling["seed"] = (sampling["seed"] + choice) % 2**63
-        try:
-            return defaults.replace(**sampling, max_new_tokens=self.max_tokens)
-        except SamplingParamsError as exc:
-            raise RequestError(f"'{exc.field}' {exc.reason}", param=exc.field) from None
+        return request_params(defaults, sampling, self.max_tokens)
 
 
 # ------------------------------------------------------------------------------------ text check
@@ -131,20 +130,6 @@ def check_encodable(body: Any) -> None:
 
 
 # ------------------------------------------------------------------------------- scalar parsers
-def _number(
-    body: Mapping[str, Any], name: str, default: float, lo: float, hi: float, *, lo_open: bool = False
-) -> float:
-    value = body.get(name)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise RequestError(f"'{name}' must be a number, got {value!r}", param=name)
-    if value > hi or value < lo or (lo_open and value == lo):
-        bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
-        raise RequestError(f"'{name}' must be in {bound}, got {value!r}", param=name)
-    return float(value)
-
-
 def _int(body: Mapping[str, Any], name: str, default: int | None, lo: int, hi: int) -> int | None:
     value = body.get(name)
     if value is None:
@@ -164,13 +149,9 @@ def _bool(body: Mapping[str, Any], name: str) -> bool:
 
 
 # -------------------------------------------------------------------------------- field parsers
-_COMMON = frozenset(
-    {
-        "model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "top_k",
-        "repetition_penalty", "seed", "stop", "n", "user", "rxstream",
-    }
-)  # fmt: skip
-"""Fields both endpoints implement (``user`` is accepted as the end-user id it is, and unused)."""
+_COMMON = frozenset({"model", "stream", "stream_options", "stop", "n", "user", "rxstream"}) | REQUEST_FIELDS
+"""Fields both endpoints implement (the sampling fields of :meth:`SamplingParams.table` among them;
+``user`` is accepted as the end-user id it is, and unused)."""
 
 _FIELDS = {
     True: _COMMON
@@ -280,128 +261,6 @@ def _parse_stream_options(body: Mapping[str, Any]) -> bool:
     return bool(options.get("include_usage", False))
 
 
-def _content_text(content: Any, index: int) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts: list[str] = []
-        for part in content:
-            if not (
-                isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)
-            ):
-                raise RequestError(
-                    f"messages[{index}].content: only text parts are supported, got {part!r}"[:300],
-                    param=f"messages[{index}].content",
-                )
-            parts.append(part["text"])
-        return "".join(parts)
-    raise RequestError(
-        f"messages[{index}].content must be a string or a list of text parts, got {type(content).__name__}",
-        param=f"messages[{index}].content",
-    )
-
-
-def _messages_chars(messages: Sequence[Mapping[str, Any]]) -> int:
-    """The characters of the messages' contents and tool calls."""
-    total = 0
-    for m in messages:
-        total += len(m["content"] or "")
-        for call in m.get("tool_calls", ()):
-            total += len(call["function"]["name"]) + len(json.dumps(call["function"]["arguments"]))
-    return total
-
-
-def _parse_messages(body: Mapping[str, Any], limits: ServerLimits) -> tuple[dict[str, Any], ...]:
-    """The chat messages: ``system``/``developer``, ``user``, ``assistant`` (text, or ``tool_calls``
-    with ``content`` null) and ``tool`` (a result, with the ``tool_call_id`` of a call of the
-    assistant message before it)."""
-    raw = body.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise RequestError("'messages' must be a non-empty list", param="messages")
-    if len(raw) > limits.max_messages:
-        raise RequestError(
-            f"at most {limits.max_messages} messages are allowed, got {len(raw)}", param="messages"
-        )
-    parsed: list[dict[str, Any]] = []
-    open_calls: set[str] = set()  # ids of the latest assistant message's calls
-    for i, msg in enumerate(raw):
-        if not isinstance(msg, Mapping):
-            raise RequestError(f"messages[{i}] must be an object", param=f"messages[{i}]")
-        role = msg.get("role")
-        if role not in ("system", "user", "assistant", "developer", "tool"):
-            raise RequestError(
-                f"messages[{i}].role must be system, user, assistant or tool, got {role!r}"[:300],
-                param=f"messages[{i}].role",
-            )
-        name = msg.get("name")
-        if name is not None and not isinstance(name, str):
-            raise RequestError(f"messages[{i}].name must be a string", param=f"messages[{i}].name")
-        entry: dict[str, Any] = {"role": "system" if role == "developer" else role}
-        for field, owner in (("tool_calls", "assistant"), ("tool_call_id", "tool")):
-            if msg.get(field) is not None and role != owner:
-                raise RequestError(
-                    f"messages[{i}].{field} belongs to {owner} messages, not {role}",
-                    param=f"messages[{i}].{field}",
-                )
-        if role == "assistant" and msg.get("tool_calls") is not None:
-            calls = parse_assistant_tool_calls(msg.get("tool_calls"), i)
-            content = msg.get("content")
-            entry["content"] = None if content is None else _content_text(content, i)
-            entry["tool_calls"] = calls
-            open_calls = {c["id"] for c in calls}
-        else:
-            entry["content"] = _content_text(msg.get("content"), i)
-            if role == "tool":
-                call_id = msg.get("tool_call_id")
-                if not isinstance(call_id, str) or not call_id:
-                    raise RequestError(
-                        f"messages[{i}].tool_call_id must be a non-empty string (the id of the call "
-                        "this message answers)",
-                        param=f"messages[{i}].tool_call_id",
-                    )
-                if call_id not in open_calls:
-                    raise RequestError(
-                        f"messages[{i}].tool_call_id {call_id!r} answers no tool call of the assistant "
-                        "message before it"[:300],
-                        param=f"messages[{i}].tool_call_id",
-                    )
-                entry["tool_call_id"] = call_id
-            else:
-                open_calls = set()
-        if name is not None:
-            entry["name"] = name
-        parsed.append(entry)
-    if _messages_chars(parsed) > limits.max_prompt_chars:
-        raise RequestError(f"the messages exceed {limits.max_prompt_chars} characters", param="messages")
-    return tuple(parsed)
-
-
-def _parse_prompt(body: Mapping[str, Any], limits: ServerLimits) -> tuple[str | None, tuple[int, ...] | None]:
-    """A completions prompt: ``(text, None)`` or ``(None, token ids)``."""
-    raw = body.get("prompt")
-    if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str | list):
-        raw = raw[0]  # a batch of one
-    if isinstance(raw, str):
-        if len(raw) > limits.max_prompt_chars:
-            raise RequestError(f"the prompt exceeds {limits.max_prompt_chars} characters", param="prompt")
-        return raw, None
-    if isinstance(raw, list) and raw and all(isinstance(i, int) and not isinstance(i, bool) for i in raw):
-        if len(raw) > limits.max_prompt_tokens:
-            raise RequestError(f"the prompt exceeds {limits.max_prompt_tokens} tokens", param="prompt")
-        return None, tuple(raw)
-    raise RequestError(
-        "'prompt' must be a string or a non-empty list of token ids (one prompt per request)", param="prompt"
-    )
-
-
-def _parse_budget(body: Mapping[str, Any], chat: bool, limits: ServerLimits) -> tuple[int, bool]:
-    """``max_tokens`` (or chat's ``max_completion_tokens``) and whether the request gave it."""
-    name = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None else "max_tokens"
-    value = _int(body, name, min(limits.default_max_tokens, limits.max_tokens), 1, limits.max_tokens)
-    assert value is not None
-    return value, body.get(name) is not None
-
-
 def _parse_stop(body: Mapping[str, Any], limits: ServerLimits) -> tuple[str, ...]:
     raw = body.get("stop")
     stops: list[Any]
@@ -427,20 +286,6 @@ def _parse_stop(body: Mapping[str, Any], limits: ServerLimits) -> tuple[str, ...
     return tuple(stops)
 
 
-def _parse_sampling(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The sampling fields the request gives (absent or null: the model's default)."""
-    given = {
-        "temperature": _number(body, "temperature", math.nan, 0.0, 2.0),
-        "top_p": _number(body, "top_p", math.nan, 0.0, 1.0, lo_open=True),
-        "top_k": _int(body, "top_k", None, -1, 1_000_000),
-        "repetition_penalty": _number(body, "repetition_penalty", math.nan, 0.0, 10.0, lo_open=True),
-        "seed": _int(body, "seed", None, 0, 2**63 - 1),
-    }
-    if given["top_k"] == -1:  # vLLM's spelling of "off"
-        given["top_k"] = 0
-    return {k: v for k, v in given.items() if body.get(k) is not None}
-
-
 def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> GenerationRequest:
     """Check a decoded JSON body; return the request or raise :class:`RequestError` (HTTP 400)."""
     if not isinstance(body, Mapping):
@@ -455,18 +300,18 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
     choice = _NO_TOOLS
     parallel = True
     if chat:
-        messages = _parse_messages(body, limits)
+        messages = parse_messages(body, limits)
         tools = parse_tools(body, limits)
         choice = parse_tool_choice(body, tools)
         parallel = parse_parallel_tool_calls(body)
         tools_size = len(json.dumps(tools)) if tools else 0
-        if tools_size + _messages_chars(messages) > limits.max_prompt_chars:
+        if tools_size + messages_chars(messages) > limits.max_prompt_chars:
             raise RequestError(
                 f"the messages and tools exceed {limits.max_prompt_chars} characters", param="tools"
             )
     else:
-        prompt, prompt_ids = _parse_prompt(body, limits)
-    max_tokens, given = _parse_budget(body, chat, limits)
+        prompt, prompt_ids = parse_prompt(body, limits)
+    max_tokens, given = parse_budget(body, chat, limits)
     n = _parse_n(body, chat, limits)
     logprobs = _parse_logprobs(body, chat, limits)
     replace, regex_stops, read = parse_extension(body, limits)
@@ -482,7 +327,7 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         stop=stop,
         replace=replace_compiled,
         max_tokens_given=given,
-        sampling=_parse_sampling(body),
+        sampling=parse_sampling(body),
         tools=tools,
         tool_choice=choice,
         parallel_tool_calls=parallel,

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from .._finish import Finish, FinishReason
 from .._piece import Piece
+from ..chat import TextDelta
 from ..text import RegexStop
-from ._channels import TextDelta
 from ._errors import generation_error
 from ._generation import Generation
 from ._logprobs import ChatLogprobs, CompletionLogprobs, TokenNames

@@ -7,19 +7,20 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, cast
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import uvicorn
 
 from .._generative_model import GenerativeModel
+from .._sampling_params import SamplingParams
+from ..chat import check_reasoning_format, renders_tools
+from ..face import describe_sampling, load_model, model_defaults
 from ._app import create_app
-from ._channels import check_reasoning_format
 from ._connections import raise_open_files_limit, uvicorn_config
-from ._generation import model_defaults
 from ._hosts import parse_allowed_hosts
 from ._limits import ServerLimits
-from ._tool_prompt import renders_tools
 
 __all__ = ["ServeError", "listen", "run_in_thread", "serve", "url_of"]
 
@@ -79,13 +80,7 @@ class _Server(uvicorn.Server):
 
 def describe_defaults(model: GenerativeModel) -> str:
     """The model's sampling defaults in words, for the start-up log."""
-    p = model_defaults(model)
-    if p.greedy:
-        text = "greedy"
-    else:
-        text = f"temperature {p.temperature:g}, top_p {p.top_p:g}" + (f", top_k {p.top_k}" if p.top_k else "")
-    if p.repetition_penalty != 1.0:
-        text += f", repetition_penalty {p.repetition_penalty:g}"
+    text = describe_sampling(model_defaults(model))
     return f"{text} (the model's generation_config.json, else greedy; a request's own fields win)"
 
 
@@ -178,19 +173,10 @@ def url_of(sock: socket.socket) -> str:
 
 
 def _load_model(model: str, provider: str, int4: bool, batching: Any) -> tuple[Any, str]:
-    from pathlib import Path
-
-    from rxstream.backends import OnnxModel
-
-    if provider not in ("auto", "cpu", "cuda"):
-        raise ServeError(f"--provider must be auto, cpu or cuda, got {provider!r}")
-    chosen = cast("Literal['auto', 'cpu', 'cuda']", provider)
     # Several generations share the cores here: ONNX Runtime threads that block instead of spin
     # give more total throughput in that case (spinning wins only for one stream on idle cores).
     try:
-        loaded = OnnxModel.from_pretrained(
-            model, provider=chosen, quantization="int4" if int4 else "fp32", spinning=False, batching=batching
-        )
+        loaded = load_model(model, provider, int4, spinning=False, batching=batching)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         raise ServeError(str(exc)) from None
     return loaded, Path(model).name or "model"
@@ -213,6 +199,7 @@ def serve(
     share_prefix: bool = True,
     prefix_cache_bytes: int = 128 << 20,
     reasoning_format: str = "auto",
+    sampling: Mapping[str, Any] | None = None,
 ) -> None:
     """Load ``model`` (a model directory or a known name) and serve it until interrupted.
 
@@ -230,6 +217,10 @@ def serve(
     cancelled and the server exits (uvicorn then re-raises the signal: a ``KeyboardInterrupt``
     for SIGINT).
 
+    ``sampling`` (field name -> value, as :func:`rxstream.face.sampling_from_args` reads the
+    options) overrides the model's own sampling defaults: what a request gets for the fields it
+    leaves out.
+
     Raises:
         ServeError: the address, the model or an option is unusable (a one-line message).
     """
@@ -237,6 +228,7 @@ def serve(
     try:
         allowed = parse_allowed_hosts(allowed_hosts)
         check_reasoning_format(reasoning_format)
+        overrides = SamplingParams.requested(dict(sampling or {}))
     except ValueError as exc:
         raise ServeError(str(exc)) from None
     batch_config = _batch_config(
@@ -246,6 +238,9 @@ def serve(
     try:
         loaded, default_name = _load_model(model, provider, int4, batch_config)
         name = model_name or default_name
+        if sampling:
+            given = {k: getattr(overrides, k) for k in sampling}
+            loaded.default_sampling = model_defaults(loaded).replace(**given)
         context = getattr(loaded, "context_length", None)
         if (
             batch_config

@@ -7,12 +7,11 @@ Every parser raises :class:`~rxstream.server.RequestError` (a one-line 400 namin
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ..channels import compile_tools
+from ..chat import TOOL_NAME, ToolChoice
 from ._errors import RequestError
 from ._limits import ServerLimits
 
@@ -24,8 +23,6 @@ __all__ = [
     "parse_tools",
 ]
 
-_NAME = re.compile(r"[A-Za-z0-9_\-]{1,64}")
-"""What OpenAI accepts as a function name."""
 
 _SCHEMA_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 
@@ -34,21 +31,6 @@ def _short(value: Any, limit: int = 80) -> str:
     """``repr(value)`` cut to ``limit`` characters (error messages stay one short line)."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-@dataclass(frozen=True, slots=True)
-class ToolChoice:
-    """What the request asks of the model's tool use.
-
-    Attributes:
-        mode: ``"none"`` (no tools: they are not in the prompt and tool calls are not parsed),
-            ``"auto"`` (the model decides), ``"required"`` (the answer starts with a tool call) or
-            ``"named"`` (the answer starts with a call of ``name``).
-        name: the function of a named choice, else None.
-    """
-
-    mode: Literal["none", "auto", "required", "named"]
-    name: str | None = None
 
 
 def _check_schema(schema: Any, where: str, depth: int = 0) -> None:
@@ -116,7 +98,7 @@ def parse_tools(body: Mapping[str, Any], limits: ServerLimits) -> tuple[dict[str
                 f"{where}.function: unknown fields {sorted(unknown)}", param=f"{where}.function"
             )
         name = fn.get("name")
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
             raise RequestError(
                 f"{where}.function.name must be 1 to 64 letters, digits, '_' or '-', got {_short(name)}",
                 param=f"{where}.function.name",

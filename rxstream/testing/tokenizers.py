@@ -131,7 +131,7 @@ def _train_sentencepiece_bpe(tok: Tokenizer, vocab_size: int, max_bytes: int) ->
 
 @functools.cache
 def llama(vocab_size: int = 2000, max_bytes: int = 400_000) -> Tokenizer:
-    """Llama/Mistral style byte-fallback BPE: ``▁`` normalizer, Replace/ByteFallback/Fuse/Strip decoder."""
+    """SentencePiece-style byte-fallback BPE: ``▁`` normalizer, Replace/ByteFallback/Fuse/Strip decoder."""
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
     tok.decoder = decoders.Sequence(

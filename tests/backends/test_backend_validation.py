@@ -375,3 +375,18 @@ def test_decoder_config_rejects_bad_fields(field: str, value: Any) -> None:
     }
     with pytest.raises(ValueError, match=rf"^DecoderConfig: {field} must"):
         DecoderConfig(**{**base, field: value})
+
+
+def test_the_sampler_takes_a_sampling_params() -> None:
+    """``Sampler(n, params)`` samples as the keyword form does; keywords update ``params``."""
+    from rxstream import SamplingParams, SamplingParamsError
+
+    x = np.random.default_rng(0).normal(size=64).astype(np.float32)
+    params = SamplingParams(temperature=1.2, top_k=10, top_p=0.9, repetition_penalty=1.3, seed=7)
+    a = Sampler(64, params, seen=[1, 2])
+    b = Sampler(64, temperature=1.2, top_k=10, top_p=0.9, repetition_penalty=1.3, seed=7, seen=[1, 2])
+    assert [a(x) for _ in range(20)] == [b(x) for _ in range(20)]
+    c = Sampler(64, params, seed=8)
+    assert (c.temperature, c.top_k) == (1.2, 10)
+    with pytest.raises(SamplingParamsError, match=r"^Sampler: top_p"):
+        Sampler(64, params, top_p=0)

@@ -22,7 +22,7 @@ from reactivex import operators as ops
 
 from rxstream import Finish, FinishReason, FinishRecorder
 from rxstream.backends import OnnxModel, build_tiny_model
-from rxstream.backends.onnx import BatchConfig, Sampler, _generation, _kvcache, _scheduler
+from rxstream.backends.onnx import BatchConfig, Sampler, _batch_row, _generation, _kvcache, _scheduler
 
 LOGIT_TOLERANCE = 1e-4
 """Largest |batched - alone| logit difference allowed on the tiny models (measured: 2.5e-6 in the
@@ -145,7 +145,7 @@ def test_batched_rows_equal_single_runs(
 ) -> None:
     """Six prompts of different lengths and budgets decoded together give each the ids it gives
     alone; their logits agree within float rounding."""
-    batched_log = LogitLog(monkeypatch, _scheduler)
+    batched_log = LogitLog(monkeypatch, _batch_row)
     alone_log = LogitLog(monkeypatch, _generation)
     model = load(layout_dir)
     prompts = prompts_for(model)
@@ -178,7 +178,7 @@ def test_seeded_sampling_in_a_batch_equals_alone(
 ) -> None:
     """Each row has its own sampler: seeded rows draw what they draw alone, and a fresh sampler
     with the same seed fed the logits a row saw picks the same ids."""
-    batched_log = LogitLog(monkeypatch, _scheduler)
+    batched_log = LogitLog(monkeypatch, _batch_row)
     model = load(layout_dir)
     prompts = prompts_for(model)
     kw: dict[str, Any] = {
@@ -688,7 +688,7 @@ def test_a_prompt_sharing_a_decoding_rows_prefix_prefills_only_the_rest(
     """Two chats with the same template prefix: the second row copies the first one's cached
     prefix and reads only its own tokens, and still gives its single-run ids (logits within
     float rounding: its prompt is read in other chunks than alone)."""
-    batched_log = LogitLog(monkeypatch, _scheduler)
+    batched_log = LogitLog(monkeypatch, _batch_row)
     alone_log = LogitLog(monkeypatch, _generation)
     model = load(layout_dir)
     first_prompt = prompt_of(model)
@@ -774,7 +774,7 @@ def test_a_next_turn_reads_only_what_follows_an_ended_rows_tokens(
     """A row that ended leaves its prompt and fed-back answer in the prefix store; the next turn of
     the conversation (that prompt, that answer, a new message) copies them and reads only the new
     tokens, and gives the ids it gives alone."""
-    batched_log = LogitLog(monkeypatch, _scheduler)
+    batched_log = LogitLog(monkeypatch, _batch_row)
     alone_log = LogitLog(monkeypatch, _generation)
     model = load(gqa_dir)
     alone = OnnxModel.load(gqa_dir, provider="cpu", batching=False)

@@ -11,7 +11,7 @@ import pytest
 from reactivex import operators as ops
 
 from rxstream.backends import OnnxModel
-from rxstream.backends.onnx import _generation, _scheduler
+from rxstream.backends.onnx import _batch_row, _generation
 from tests.backends.test_model_real import _pull
 from tests.backends.test_scheduler import LogitLog, common_prefix, start, wait_idle
 
@@ -35,7 +35,7 @@ path for several rows)."""
 @pytest.mark.parametrize("quantization", ["fp32", "int4"])
 def test_real_model_batched_greedy_equals_alone(quantization: str, monkeypatch: pytest.MonkeyPatch) -> None:
     directory = _pull(quantization)
-    batched_log = LogitLog(monkeypatch, _scheduler)
+    batched_log = LogitLog(monkeypatch, _batch_row)
     alone_log = LogitLog(monkeypatch, _generation)
     model = OnnxModel.load(directory, provider="cpu")
     alone = OnnxModel.load(directory, provider="cpu", batching=False)

@@ -20,6 +20,7 @@ from reactivex import operators as ops
 from tokenizers import Tokenizer
 
 import rxstream.testing._chunkings as chunkings_module
+import rxstream.testing._merge as merge_module
 import rxstream.testing._parity as parity_module
 from rxstream import replace_text, stop_text
 from rxstream.operators import replace, stop
@@ -188,7 +189,7 @@ def test_a_correct_splitter_passes_every_check() -> None:
 
 
 def test_the_module_docstrings_run() -> None:
-    for module in (parity_module, chunkings_module):
+    for module in (parity_module, merge_module, chunkings_module):
         result = doctest.testmod(module, raise_on_error=False)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 

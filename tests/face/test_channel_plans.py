@@ -12,16 +12,16 @@ from reactivex import operators as ops
 from tokenizers import Tokenizer
 
 from rxstream.channels import PRESETS, ToolCallDelta, ToolCallEnd, ToolCallStart
-from rxstream.server._channels import (
+from rxstream.chat import (
     REASONING_FORMATS,
-    channel_stream,
+    ToolChoice,
     check_reasoning_format,
     detect_reasoning_format,
+    fallback_messages,
     plan_chat,
     resolve_reasoning_format,
 )
-from rxstream.server._tool_prompt import fallback_messages
-from rxstream.server._tools import ToolChoice
+from rxstream.operators import chat_pipeline
 from tests.scripted_model import CHATML, DEEPSEEK_R1_TEMPLATE, QWEN3_TEMPLATE, ScriptedModel
 
 WEATHER = {
@@ -86,7 +86,7 @@ CONTINUATIONS: dict[str, tuple[str, str]] = {
 
 def events(model: ScriptedModel, tokenizer: Tokenizer, ids: list[int], plan: Any, text: str) -> list[Any]:
     generated = reactivex.from_iterable(model.encode(text))
-    out: list[Any] = channel_stream(generated, tokenizer, ids, plan).pipe(ops.to_list()).run()
+    out: list[Any] = generated.pipe(chat_pipeline(tokenizer, plan, prompt_ids=ids), ops.to_list()).run()
     return out
 
 

@@ -36,7 +36,7 @@ class TerminalOut(io.StringIO):
 def run(
     monkeypatch: pytest.MonkeyPatch, model: ScriptedModel, *options: str, tty: bool = False
 ) -> tuple[int, str, str]:
-    monkeypatch.setattr("rxstream.cli._chat._load_model", lambda *_args: model)
+    monkeypatch.setattr("rxstream.cli._chat.load_model", lambda *_args, **_kw: model)
     out = TerminalOut() if tty else io.StringIO()
     err = io.StringIO()
     from rxstream.cli import build_parser

@@ -162,18 +162,19 @@ def test_text_work_runs_off_the_batch_thread(
 
 
 def test_routed_chat_text_runs_off_the_batch_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rxstream.server import _channels
+    from rxstream import operators
 
     directory = build_tiny_model(tmp_path / "gqa", seed=0, attention="gqa")
     model = OnnxModel.load(directory, provider="cpu", batching=BatchConfig(max_batch=4))
     threads: list[str] = []
-    real = _channels.channel_stream
+    real = operators.chat_pipeline
 
-    def recording(ids: reactivex.Observable[Any], *args: Any, **kwargs: Any) -> Any:
+    def recording(*args: Any, **kwargs: Any) -> Any:
         seen = ops.do_action(on_next=lambda _: threads.append(threading.current_thread().name))
-        return real(ids.pipe(seen), *args, **kwargs)
+        pipeline = real(*args, **kwargs)
+        return lambda ids: pipeline(ids.pipe(seen))
 
-    monkeypatch.setattr("rxstream.server._generation.channel_stream", recording)
+    monkeypatch.setattr(operators, "chat_pipeline", recording)
     app = create_app(model, model_name="tiny", reasoning_format="deepseek-r1")
     with run_in_thread(app) as url:
         reply = client(url).chat.completions.create(

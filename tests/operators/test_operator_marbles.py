@@ -7,6 +7,7 @@ from reactivex import operators as ops
 
 import rxstream
 import rxstream.channels
+import rxstream.chat
 import rxstream.operators as O
 from rxstream import Finish, FinishReason, FinishRecorder
 from rxstream.operators import (
@@ -28,7 +29,8 @@ def test_docstring_marble_diagrams_hold(name: str) -> None:
     namespace = dict(vars(O))
     namespace["rx"] = rxstream.rx  # regular-expression rules, as a user imports them
     namespace.update({n: getattr(rxstream.channels, n) for n in rxstream.channels.__all__})  # Segment, events
-    if name in ("detokenize", "text_pipeline"):
+    namespace.update({n: getattr(rxstream.chat, n) for n in rxstream.chat.__all__})  # ChatPlan, TextDelta
+    if name in ("detokenize", "text_pipeline", "chat_pipeline"):
         from rxstream.testing.tokenizers import byte_tokenizer
 
         namespace["tokenizer"] = byte_tokenizer()

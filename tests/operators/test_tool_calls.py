@@ -406,17 +406,17 @@ def test_arguments_nested_past_the_bound_are_an_invalid_call_and_the_stream_goes
 def test_deep_values_cost_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every container event built its whole path (quadratic in depth: 20,000 brackets took 17 s);
     now only leaves carry a path, and the work is linear in the text."""
-    from rxstream.channels import _tool_parser
+    from rxstream.channels import _tool_region
 
     built = [0]
-    original = _tool_parser._Tracker.path
+    original = _tool_region.Tracker.path
 
     def counted(self: Any) -> tuple[str | int, ...]:
         path = original(self)
         built[0] += len(path) + 1
         return path
 
-    monkeypatch.setattr(_tool_parser._Tracker, "path", counted)
+    monkeypatch.setattr(_tool_region.Tracker, "path", counted)
     for siblings in (10, 40):
         built[0] = 0
         inner = "[" * 250 + "]" * 250  # no leaf: no path needs building

@@ -1,6 +1,6 @@
 """Tools in the prompt of a model whose chat template does not render them (the fallback).
 
-The tools are listed as JSON in a system message, with instructions to call them Hermes-style
+The tools are listed as JSON in a system message, with instructions to call them in tags
 (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, the format most small models were
 tuned on); earlier tool calls of the assistant are written back in that same form, and tool
 results as ``<tool_response>`` blocks in a user message. Every chat template can render that:
@@ -11,9 +11,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
-__all__ = ["TOOL_INSTRUCTIONS", "fallback_messages", "renders_tools"]
+from ..channels._spec import Region, RouteSpec
+from ..families import Family
+
+__all__ = ["FALLBACK", "TOOL_INSTRUCTIONS", "fallback_messages", "renders_tools"]
+
+_TAGS = Region("tool_call", ("<tool_call>",), ("</tool_call>",))
+
+FALLBACK = Family(
+    "tools",
+    RouteSpec(
+        (_TAGS,),
+        kinds=MappingProxyType({"content": "content", "tool_call": "tool_call"}),
+        tool_format="json",
+        name="tools",
+    ),
+    call_opening="\n",
+)
+"""How the calls the fallback prompt asks for are read (``<tool_call>{json}</tool_call>``), and
+opened when forced. Not a registered family: it is this prompt's own format."""
 
 TOOL_INSTRUCTIONS = """\
 You can call functions to answer. These are the functions, one JSON object per line:

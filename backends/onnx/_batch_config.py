@@ -1,0 +1,67 @@
+"""How a model batches concurrent generations: :class:`BatchConfig` and its defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._sampling import check_int
+
+__all__ = ["DEFAULT_KV_TOKENS", "DEFAULT_PREFIX_CACHE_BYTES", "MIN_SHARED_PREFIX", "BatchConfig"]
+
+DEFAULT_KV_TOKENS = 65536
+"""KV-cache positions a batch holds at most by default (or the model's context, if larger)."""
+
+DEFAULT_PREFIX_CACHE_BYTES = 128 << 20
+"""Bytes of ended rows' KV positions a batch keeps by default for later prompts (128 MiB)."""
+
+MIN_SHARED_PREFIX = 4
+"""Shorter common prefixes are prefilled anew (the copy would cost about what it saves)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchConfig:
+    """How a model batches concurrent generations (:meth:`OnnxModel.load`'s ``batching``).
+
+    Attributes:
+        max_batch: rows decoded together at most; more wait (first come, first served).
+        max_kv_tokens: KV-cache positions at most, all rows together, counted as allocated
+            (slots x capacity: rows are padded to the longest reservation, prompt plus
+            ``max_new_tokens``); a row that cannot fit even alone fails with a ``ValueError``.
+            None (default): 65536, or the model's context length when that is larger (one
+            request of the whole context always fits).
+        prefill_chunk: prompt tokens per prefill pass. Larger chunks prefill faster (bigger matrix
+            products), smaller ones let the decoding rows' next tokens out sooner while a long
+            prompt is read (a decode step waits for at most about one chunk of prefill).
+        share_prefix: a prompt that begins with tokens another row in the batch already holds
+            in its cache (a chat template's system prompt), or that the prefix store kept
+            from a row that ended (see ``prefix_cache_bytes``), starts from a copy of those
+            positions and prefills only the rest (at least ``MIN_SHARED_PREFIX`` tokens
+            shared; the last prompt token is always computed).
+        prefix_cache_bytes: with ``share_prefix``, the KV positions of rows that ended (their
+            prompt and the answer tokens fed back) are kept up to this many bytes, least
+            recently used dropped first, for the prompts that begin with them (a chat's next
+            turn repeats the conversation so far). 0 keeps none. Counted apart from
+            ``max_kv_tokens``; ``batch_stats()`` reports it. Slot layout (GroupQueryAttention
+            graphs) only.
+    """
+
+    max_batch: int = 16
+    max_kv_tokens: int | None = None
+    prefill_chunk: int = 256
+    share_prefix: bool = True
+    prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch", "max_kv_tokens", "prefill_chunk"):
+            value = getattr(self, name)
+            if value is not None or name != "max_kv_tokens":
+                check_int("BatchConfig", name, value, minimum=1)
+        check_int("BatchConfig", "prefix_cache_bytes", self.prefix_cache_bytes, minimum=0)
+        if not isinstance(self.share_prefix, bool):
+            raise TypeError(f"BatchConfig: share_prefix must be a bool, got {self.share_prefix!r}")
+
+    def kv_budget(self, context_length: int) -> int:
+        """:attr:`max_kv_tokens`, with None resolved for a model of ``context_length`` tokens."""
+        if self.max_kv_tokens is not None:
+            return self.max_kv_tokens
+        return max(DEFAULT_KV_TOKENS, context_length)

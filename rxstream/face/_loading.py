@@ -1,0 +1,80 @@
+"""Loading the model a face runs, and the sampling it gets when a user says nothing."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, cast
+
+from .._generative_model import GenerativeModel
+from .._sampling_params import SamplingParams
+
+__all__ = ["PROVIDERS", "describe_sampling", "load_model", "model_defaults"]
+
+PROVIDERS = ("auto", "cpu", "cuda")
+"""The ``--provider`` choices."""
+
+
+def load_model(
+    model: str,
+    provider: str = "auto",
+    int4: bool = False,
+    *,
+    progress: bool = False,
+    spinning: bool | None = None,
+    batching: Any = None,
+) -> GenerativeModel:
+    """Load ``model`` (a model directory or a known name) with ONNX Runtime.
+
+    Args:
+        model: ``--model``.
+        provider: ``--provider`` (``auto``, ``cpu`` or ``cuda``).
+        int4: ``--int4``: the int4 build of a known model.
+        progress: show the download's progress (a terminal's command).
+        spinning: whether ONNX Runtime threads spin while waiting (None: its default).
+        batching: the model's :class:`~rxstream.backends.BatchConfig` (None: its default; False:
+            none).
+
+    Raises:
+        ValueError, FileNotFoundError, RuntimeError: the model or an option is unusable (a
+            one-line message).
+    """
+    from rxstream.backends import OnnxModel
+
+    if provider not in PROVIDERS:
+        raise ValueError(f"--provider must be auto, cpu or cuda, got {provider!r}")
+    extra: dict[str, Any] = {}
+    if progress:
+        extra["progress"] = True
+    if spinning is not None:
+        extra["spinning"] = spinning
+    if batching is not None:
+        extra["batching"] = batching
+    return OnnxModel.from_pretrained(
+        model,
+        provider=cast("Literal['auto', 'cpu', 'cuda']", provider),
+        quantization="int4" if int4 else "fp32",
+        **extra,
+    )
+
+
+def model_defaults(model: GenerativeModel) -> SamplingParams:
+    """How ``model`` samples when a user does not say: its ``default_sampling`` (an
+    :class:`~rxstream.backends.OnnxModel` reads it from ``generation_config.json``), else greedy."""
+    defaults = getattr(model, "default_sampling", None)
+    return defaults if isinstance(defaults, SamplingParams) else SamplingParams()
+
+
+def describe_sampling(params: SamplingParams) -> str:
+    """``params``' sampling in words (``greedy``, ``temperature 0.7, top_p 0.9, top_k 50``): the
+    fields of :meth:`SamplingParams.table` shown in the banner, under their request names."""
+    parts = ["greedy"] if params.greedy else []
+    for spec in SamplingParams.table():
+        value = getattr(params, spec.name)
+        if not spec.shown or (params.greedy and not spec.greedy_too):
+            continue
+        if spec.shown == "sampling" or value != spec.default:
+            parts.append(
+                f"{spec.json or spec.name} {value:g}"
+                if spec.kind == "float"
+                else f"{spec.json or spec.name} {value}"
+            )
+    return ", ".join(parts)
