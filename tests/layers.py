@@ -194,7 +194,6 @@ PENDING: frozenset[str] = frozenset(
         # being split on this branch
         "backends/onnx/_kvcache.py",
         "backends/onnx/_model.py",
-        "rxstream/channels/_content.py",
         "rxstream/channels/_template.py::load_response_template",
         "rxstream/server/_responses.py",
         "rxstream/text/_regex.py",
