@@ -193,7 +193,6 @@ PENDING: frozenset[str] = frozenset(
         "rxstream/server/_requests.py",
         # being split on this branch
         "backends/onnx/_kvcache.py",
-        "backends/onnx/_model.py",
         "rxstream/channels/_template.py::load_response_template",
         "rxstream/server/_responses.py",
         "rxstream/text/_regex.py",
