@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ._sampling import check_int
 
-__all__ = ["DEFAULT_KV_TOKENS", "DEFAULT_PREFIX_CACHE_BYTES", "MIN_SHARED_PREFIX", "BatchConfig"]
+__all__ = [
+    "DEFAULT_KV_TOKENS",
+    "DEFAULT_PREFIX_CACHE_BYTES",
+    "MIN_SHARED_PREFIX",
+    "BatchConfig",
+    "idle_stats",
+]
 
 DEFAULT_KV_TOKENS = 65536
 """KV-cache positions a batch holds at most by default (or the model's context, if larger)."""
@@ -65,3 +72,15 @@ class BatchConfig:
         if self.max_kv_tokens is not None:
             return self.max_kv_tokens
         return max(DEFAULT_KV_TOKENS, context_length)
+
+
+def idle_stats(layout: str | None, config: BatchConfig, context_length: int) -> dict[str, Any]:
+    """A model's batch stats before its scheduler exists (no row, no KV memory)."""
+    return {
+        "layout": layout,
+        "rows": 0,
+        "waiting": 0,
+        "kv_bytes": 0,
+        "max_batch": config.max_batch,
+        "max_kv_tokens": config.kv_budget(context_length),
+    }

@@ -29,7 +29,7 @@ from ._config import BATCH_MODEL_FILE, MODEL_FILE, DecoderConfig, sampling_defau
 from ._sampling import check_int
 from ._session import DecoderSession, Provider, fused_attention_off_device
 
-__all__ = ["ModelParts", "check_load_args", "load_directory", "resolve_name"]
+__all__ = ["ModelParts", "check_load_args", "load_directory", "open_plain_session", "resolve_name"]
 
 log = logging.getLogger("rxstream.backends")
 
@@ -169,6 +169,25 @@ def _open_session(
         model_file.name,
     )
     return session
+
+
+def open_plain_session(
+    directory: Path,
+    session: DecoderSession,
+    provider: Provider,
+    threads: int | None,
+    config: DecoderConfig | None,
+    spinning: bool,
+) -> DecoderSession:
+    """The plain-attention session beside ``session`` (a fused-attention graph without
+    position_ids), for left-padded batches; ``ValueError`` when the directory has none."""
+    path = directory / BATCH_MODEL_FILE
+    if not path.is_file():
+        raise ValueError(
+            f"OnnxModel: {session.path.name} uses fused attention without position_ids, which "
+            f"cannot run left-padded batches, and there is no {BATCH_MODEL_FILE} in {directory}"
+        )
+    return DecoderSession(path, provider, threads, config, spinning)
 
 
 def resolve_name(

@@ -7,7 +7,7 @@ the two generation entry points, whose runs live in :mod:`._generation` and :mod
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Unpack, overload
 
@@ -19,11 +19,15 @@ from tokenizers import Tokenizer
 from rxstream import FinishCallback, Piece, SamplingOptions, SamplingParams
 
 from ._batch import RowFinishCallback, batch_observable
+from ._batch_config import idle_stats
 from ._chat import ChatTemplate
-from ._config import BATCH_MODEL_FILE, DecoderConfig
+from ._config import DecoderConfig
+from ._forward import forward_pass
 from ._generation import GenerateCall, generate_observable
 from ._kvcache import batch_layout
-from ._loader import check_load_args, load_directory, resolve_name
+from ._loader import check_load_args, load_directory, open_plain_session
+from ._model_checks import batch_config, check_call_args, check_prompt, check_prompts, row_finish
+from ._pretrained import pretrained_path
 from ._sampling import check_int, check_logprobs
 from ._scheduler import BatchConfig, BatchScheduler, batched_observable
 from ._session import DecoderSession, Provider
@@ -107,7 +111,7 @@ class OnnxModel:
         loop per generation.
         """
         threads = check_load_args("OnnxModel.load", provider, threads, spinning)
-        config = _batch_config("OnnxModel.load", batching)
+        config = batch_config("OnnxModel.load", batching)
         parts = load_directory(path, provider, threads, spinning)
         return cls(
             parts.directory,
@@ -156,32 +160,8 @@ class OnnxModel:
         is loaded as it is, never converted).
         """
         threads = check_load_args("OnnxModel.from_pretrained", provider, threads, spinning)
-        _batch_config("OnnxModel.from_pretrained", batching)
-        if quantization not in ("fp32", "int4"):
-            raise ValueError(
-                f"OnnxModel.from_pretrained: quantization must be 'fp32' or 'int4', got {quantization!r}"
-            )
-
-        pulled: list[str] = []
-
-        def pull(name: str) -> Path:
-            from ..convert import pull_model
-
-            pulled.append(name)
-            return pull_model(name, cache_dir=cache_dir, progress=progress, quantization=quantization)
-
-        def known() -> frozenset[str]:
-            from ..convert import KNOWN_MODELS
-
-            return frozenset(KNOWN_MODELS)
-
-        path = resolve_name(name_or_path, pull=pull, known=known)
-        if quantization == "int4" and not pulled:
-            names = ", ".join(sorted(known()))
-            raise ValueError(
-                f"OnnxModel.from_pretrained: int4 applies to the known models ({names}); "
-                f"{str(path)!r} is a model directory and is loaded as it is"
-            )
+        batch_config("OnnxModel.from_pretrained", batching)
+        path = pretrained_path(name_or_path, quantization, cache_dir, progress)
         return cls.load(path, provider=provider, threads=threads, spinning=spinning, batching=batching)
 
     # ------------------------------------------------------------------ properties
@@ -224,14 +204,7 @@ class OnnxModel:
             return None
         scheduler = self._batcher
         if scheduler is None:
-            return {
-                "layout": batch_layout(self._session),
-                "rows": 0,
-                "waiting": 0,
-                "kv_bytes": 0,
-                "max_batch": self._batching.max_batch,
-                "max_kv_tokens": self._batching.kv_budget(self.max_length),
-            }
+            return idle_stats(batch_layout(self._session), self._batching, self.max_length)
         return scheduler.stats()
 
     def _scheduler(self) -> BatchScheduler:
@@ -297,28 +270,7 @@ class OnnxModel:
             raise ValueError(f"forward: input_ids must be [batch, seq], got shape {ids.shape}")
         plain = position_ids is not None and not self._session.has_position_ids
         graph = self._plain_session() if plain else self._session
-        batch, seq = ids.shape
-        past_len = 0 if past is None else int(past[0].shape[2])
-        mask = (
-            np.ones((batch, past_len + seq), np.int64)
-            if attention_mask is None
-            else np.asarray(attention_mask, dtype=np.int64)
-        )
-        feeds: dict[str, np.ndarray] = {"input_ids": ids, "attention_mask": mask}
-        if graph.has_position_ids:
-            feeds["position_ids"] = (
-                np.broadcast_to(np.arange(past_len, past_len + seq), (batch, seq)).copy()
-                if position_ids is None
-                else np.asarray(position_ids, dtype=np.int64)
-            )
-        if past is None:
-            past = [
-                np.zeros((batch, graph.kv_heads, 0, graph.head_dim), graph.kv_dtype) for _ in graph.past_names
-            ]
-        feeds.update(zip(graph.past_names, past, strict=True))
-        graph.all_logits(feeds)
-        outs = graph.session.run(["logits", *graph.present_names], feeds)
-        return np.asarray(outs[0], dtype=np.float32), [np.asarray(o) for o in outs[1:]]
+        return forward_pass(graph, ids, attention_mask, position_ids, past)
 
     # ------------------------------------------------------------------ generation
     @overload
@@ -388,8 +340,8 @@ class OnnxModel:
         :func:`~rxstream.backends.onnx.token_logprobs`).
         """
         args = SamplingParams.from_kwargs(params, sampling, "generate", self.default_sampling)
-        prompt = self._check_prompt(prompt_ids, "generate")
-        stops = self._check_call_args("generate", args.stop_token_ids, on_finish, scheduler)
+        prompt = check_prompt(prompt_ids, "generate", self.vocab_size, self.max_length)
+        stops = check_call_args("generate", args.stop_token_ids, on_finish, scheduler, self.vocab_size)
         if ready is not None and not callable(ready):
             raise TypeError(f"generate: ready must be callable or None, got {ready!r}")
         k = check_logprobs("generate", logprobs)
@@ -427,53 +379,16 @@ class OnnxModel:
         out: list[Observable[Any]] = []
         for i in range(n):
             seed = None if args.seed is None else args.seed + i
-            row_finish = None if on_finish is None else _row_finish(on_finish, i)
+            finish_i = None if on_finish is None else row_finish(on_finish, i)
             params_i = args.replace(seed=seed)
             out.append(
-                self.generate(prompt_ids, params_i, on_finish=row_finish, ready=ready, logprobs=logprobs)
+                self.generate(prompt_ids, params_i, on_finish=finish_i, ready=ready, logprobs=logprobs)
             )
         return out
 
     def chat(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> Observable[Any]:
         """:meth:`generate` on the chat-template prompt of ``messages`` (same keyword arguments)."""
         return self.generate(self.encode_chat(messages), **kwargs)
-
-    def _check_prompt(self, prompt_ids: Sequence[int], who: str, name: str = "prompt_ids") -> list[int]:
-        if isinstance(prompt_ids, (str, bytes)) or not isinstance(prompt_ids, Iterable):
-            raise TypeError(f"{who}: {name} must be a sequence of ints, got a {type(prompt_ids).__name__}")
-        prompt = [check_int(who, f"{name}[{n}]", i) for n, i in enumerate(prompt_ids)]
-        if not prompt:
-            raise ValueError(f"{who}: {name} is empty")
-        bad = [i for i in prompt if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(
-                f"{who}: {name} has token id(s) {bad[:5]} outside the vocabulary (size {self.vocab_size})"
-            )
-        if len(prompt) >= self.max_length:
-            raise ValueError(
-                f"{who}: {name} of {len(prompt)} tokens does not fit the context ({self.max_length})"
-            )
-        return prompt
-
-    def _check_call_args(
-        self,
-        who: str,
-        stops: tuple[int, ...],
-        on_finish: Callable[..., None] | None,
-        scheduler: abc.SchedulerBase | None,
-    ) -> frozenset[int]:
-        """Check what the sampling parameters cannot know (stop ids against this vocabulary) and
-        the callbacks of a generate call; return the stop ids."""
-        bad = [s for s in stops if not 0 <= s < self.vocab_size]
-        if bad:
-            raise ValueError(
-                f"{who}: stop_token_ids {bad[:5]} outside the vocabulary (size {self.vocab_size})"
-            )
-        if on_finish is not None and not callable(on_finish):
-            raise TypeError(f"{who}: on_finish must be callable or None, got {on_finish!r}")
-        if scheduler is not None and not callable(getattr(scheduler, "schedule", None)):
-            raise TypeError(f"{who}: scheduler must be a reactivex scheduler or None, got {scheduler!r}")
-        return frozenset(stops)
 
     def _track(self, delta: int) -> None:
         with self._active_lock:
@@ -497,15 +412,8 @@ class OnnxModel:
     def _plain_session(self) -> DecoderSession:
         """The plain-attention session for left-padded batches (opened on first use)."""
         if self._batch_session is None:
-            path = self.directory / BATCH_MODEL_FILE
-            if not path.is_file():
-                raise ValueError(
-                    f"OnnxModel: {self._session.path.name} uses fused attention without position_ids, which "
-                    f"cannot run left-padded batches, and there is no {BATCH_MODEL_FILE} in {self.directory}"
-                )
-            self._batch_session = DecoderSession(
-                path, self._provider_request, self._threads, self.config, self._spinning
-            )
+            opened = (self._provider_request, self._threads, self.config, self._spinning)
+            self._batch_session = open_plain_session(self.directory, self._session, *opened)
         return self._batch_session
 
     def generate_batch(
@@ -527,31 +435,11 @@ class OnnxModel:
         ``logprobs=k``: items are ``(row, Piece)`` as :meth:`generate` emits them.
         """
         args = SamplingParams.from_kwargs(params, sampling, "generate_batch", self.default_sampling)
-        if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Iterable):
-            raise TypeError(
-                "generate_batch: prompts must be a sequence of token-id sequences, "
-                f"got {type(prompts).__name__}"
-            )
-        rows = [self._check_prompt(p, "generate_batch", f"prompts[{i}]") for i, p in enumerate(prompts)]
-        if not rows:
-            raise ValueError("generate_batch: no prompts")
-        stops = self._check_call_args("generate_batch", args.stop_token_ids, on_finish, scheduler)
+        rows = check_prompts(prompts, "generate_batch", self.vocab_size, self.max_length)
+        stops = check_call_args("generate_batch", args.stop_token_ids, on_finish, scheduler, self.vocab_size)
         k = check_logprobs("generate_batch", logprobs)
         needs_padding = len({len(r) for r in rows}) > 1
         plain = needs_padding and not self._session.has_position_ids
         session = self._plain_session() if plain else self._session
         pad = next(iter(sorted(self._eos)), 0)
         return batch_observable(self._call(session, args, stops, scheduler, k), rows, pad, on_finish)
-
-
-def _row_finish(on_finish: RowFinishCallback, row: int) -> FinishCallback:
-    return lambda finish: on_finish(row, finish)
-
-
-def _batch_config(who: str, batching: Any) -> BatchConfig | None:
-    """``batching`` as a :class:`BatchConfig` (None: off), else ``TypeError``."""
-    if isinstance(batching, BatchConfig):
-        return batching
-    if isinstance(batching, (bool, np.bool_)):
-        return BatchConfig() if batching else None
-    raise TypeError(f"{who}: batching must be a bool or a BatchConfig, got {batching!r}")

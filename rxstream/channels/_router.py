@@ -15,117 +15,26 @@ text is held and matched against those delimiters only.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Literal
+from collections.abc import Sequence
 
-from .._piece import Piece, join_tokens
+from .._piece import Piece
 from ..text import (
-    RegexRule,
     RegexStop,
     RegexStopMatcher,
-    RegexStopRules,
     StopMatcher,
     make_stop_matcher,
-    stop_rules_any,
 )
-from ..text._rules import StopRules
-from ._segment import EMPTY_CAPTURES, Segment, SegmentEvent
-from ._spec import Delimiter, Region, RouteSpec, SpecialToken
+from ._route_output import _RouteOutput, _with_text, merge_chunks
+from ._route_rules import _GATE, CompiledRoute, _Rule
+from ._segment import EMPTY_CAPTURES, Segment
+from ._spec import Region, RouteSpec, SpecialToken
 
-__all__ = ["CompiledRoute", "Router", "route_text"]
+__all__ = ["CompiledRoute", "Router", "merge_chunks", "route_text"]
 
 _new = tuple.__new__
 
-_Kind = Literal["open", "default_close", "close", "stray"]
-_GATE = -2  # the key of the start gate's state
 
-
-@dataclass(frozen=True)
-class _Rule:
-    kind: _Kind
-    region: int  # index into spec.regions; -1 for the default channel
-    delimiter: Delimiter
-
-
-class _State:
-    """The delimiters watched in one state (outside regions, or inside region ``i``)."""
-
-    __slots__ = ("by_id", "by_text", "rules")
-
-    def __init__(self, rules: list[_Rule], aligned: bool, owner: str) -> None:
-        by_text: dict[str | RegexRule, _Rule] = {}
-        self.by_id: dict[int, _Rule] = {}
-        for rule in rules:
-            d = rule.delimiter
-            if isinstance(d, SpecialToken):
-                if aligned:
-                    self.by_id.setdefault(d.id, rule)
-                    continue
-                if not d.text:
-                    continue  # an unnamed special token cannot be seen in plain text
-                by_text.setdefault(d.text, rule)
-            else:
-                by_text.setdefault(d, rule)
-        self.by_text = by_text
-        self.rules: StopRules | RegexStopRules | None = (
-            stop_rules_any(list(by_text), owner=owner, what="delimiter") if by_text else None
-        )
-
-    def lookup(self, stop: str | RegexStop) -> _Rule:
-        if isinstance(stop, str):
-            return self.by_text[stop]
-        for key, rule in self.by_text.items():
-            if isinstance(key, RegexRule) and key.source == stop.rule:
-                return rule
-        raise LookupError(stop)  # pragma: no cover - the engines only report our rules
-
-
-class CompiledRoute:
-    """A :class:`RouteSpec` compiled once (for text and for aligned input); share it."""
-
-    def __init__(self, spec: RouteSpec, *, owner: str = "route") -> None:
-        if not isinstance(spec, RouteSpec):
-            raise TypeError(f"{owner}: spec must be a RouteSpec, got {type(spec).__name__}")
-        self.spec = spec
-        self.owner = owner
-        self._states: dict[tuple[bool, int], _State] = {}
-        for aligned in (False, True):
-            self._states[(aligned, -1)] = _State(self._outside_rules(), aligned, owner)
-            for i, region in enumerate(spec.regions):
-                rules = [_Rule("close", i, d) for d in region.close]
-                self._states[(aligned, i)] = _State(rules, aligned, owner)
-        self.initial = -1
-        """The index of the region open at the start (``spec.initial``), or -1."""
-        if spec.initial is not None:
-            self.initial = next(i for i, r in enumerate(spec.regions) if r.channel == spec.initial)
-            gate = [r for r in self._outside_rules() if r.kind == "default_close" or r.kind == "open"]
-            gate = [r for r in gate if r.region != self.initial]
-            for aligned in (False, True):
-                self._states[(aligned, _GATE)] = _State(gate, aligned, owner)
-
-    def _outside_rules(self) -> list[_Rule]:
-        spec = self.spec
-        rules = [_Rule("open", i, d) for i, r in enumerate(spec.regions) for d in r.open]
-        rules += [_Rule("default_close", -1, d) for d in spec.default_close]
-        rules += [_Rule("stray", i, d) for i, r in enumerate(spec.regions) for d in r.close]
-        return rules
-
-    def state(self, aligned: bool, region: int) -> _State:
-        return self._states[(aligned, region)]
-
-
-def _captures(delimiter: Delimiter, text: str) -> MappingProxyType[str, str]:
-    if isinstance(delimiter, RegexRule) and delimiter.pattern.groupindex:
-        m = delimiter.pattern.fullmatch(text)
-        if m is not None:
-            return MappingProxyType({k: v for k, v in m.groupdict().items() if v is not None})
-    return MappingProxyType({})
-
-
-class Router:
+class Router(_RouteOutput):
     """Splits one stream into :class:`Segment` items (see the module docstring).
 
     Args:
@@ -144,21 +53,12 @@ class Router:
 
     def __init__(self, spec: RouteSpec | CompiledRoute, *, prompt: str = "", aligned: bool = False) -> None:
         compiled = spec if isinstance(spec, CompiledRoute) else CompiledRoute(spec)
-        self.compiled = compiled
-        self.spec = compiled.spec
-        self.aligned = aligned
-        self._region = -1
-        self._counts: dict[str, int] = {}
-        self._default_runs = 0
+        super().__init__(compiled, aligned)
         self._matcher: StopMatcher | RegexStopMatcher | None = None
         self._state = compiled.state(aligned, -1)
         self._tail = ""  # text fed to the matcher and not released yet
         self._pos = 0  # characters fed
-        self._out = 0  # characters assigned to segments
-        self._pieces: deque[tuple[int, Piece]] = deque()  # (start, piece): tokens not in a segment yet
         self._finished = False
-        self._chan = self.spec.default
-        self._index = 0
         self._gating = compiled.initial >= 0  # the start gate is open (see the module docstring)
         self._gate: StopMatcher | RegexStopMatcher | None = None
         self._gate_text = ""
@@ -342,10 +242,6 @@ class Router:
             self._route(text, out)
 
     # -- routing -------------------------------------------------------------------------------
-    def _queue(self, start: int, piece: Piece) -> None:
-        if piece.ids or piece.tokens:
-            self._pieces.append((start, piece))
-
     def _route(self, text: str, out: list[Segment]) -> None:
         while True:
             m = self._matcher
@@ -419,126 +315,6 @@ class Router:
         if ids_after or after:
             out.extend(self.feed_piece(_with_text(after, piece.tokens_slice(k + 1))))
 
-    # -- output --------------------------------------------------------------------------------
-    def _take_tokens(self, end: int | None, token: Piece | None = None) -> Piece | None:
-        """The queued tokens whose text starts before ``end`` (all with None), then ``token``;
-        None for text input."""
-        if not self.aligned:
-            return None
-        parts: list[Piece] = []
-        pieces = self._pieces
-        while pieces and (end is None or pieces[0][0] < end):
-            parts.append(pieces.popleft()[1])
-        if token is not None:
-            parts.append(token)
-        return join_tokens("", parts)
-
-    def _emit(
-        self,
-        out: list[Segment],
-        channel: str,
-        event: SegmentEvent,
-        text: str,
-        index: int,
-        *,
-        captures: MappingProxyType[str, str] | None = None,
-        reason: str = "",
-        last: bool = False,
-        token: Piece | None = None,
-    ) -> None:
-        self._out += len(text)
-        due = self._take_tokens(None if last or token is not None else self._out, token)
-        if event == "chunk" and not text and (due is None or not due.size):
-            return
-        captures = captures if captures is not None else MappingProxyType({})
-        if due is None:
-            out.append(Segment(channel, event, text, None, None, index, captures, reason))
-        else:
-            out.append(_segment(channel, event, text, index, due, captures, reason))
-
-    def _chunk(self, text: str, out: list[Segment]) -> None:
-        """Channel text (the hot path: one call per routed item)."""
-        self._out += len(text)
-        if self.aligned:
-            due = self._take_tokens(self._out)
-            assert due is not None
-            if not text and not due.size:
-                return
-            out.append(_segment(self._chan, "chunk", text, self._index, due))
-            return
-        out.append(
-            _new(
-                Segment, (self._chan, "chunk", text, None, None, self._index, EMPTY_CAPTURES, "", None, None)
-            )
-        )
-
-    def _update_channel(self) -> None:
-        if self._region < 0:
-            self._chan, self._index = self.spec.default, self._default_runs
-        else:
-            self._chan = self.spec.regions[self._region].channel
-            self._index = self._counts.get(self._chan, 0)
-
-    def _event(self, rule: _Rule, text: str, out: list[Segment], token: Piece | None = None) -> None:
-        spec = self.spec
-        if rule.kind == "open":
-            region = spec.regions[rule.region]
-            self._region = rule.region
-            index = self._counts.get(region.channel, 0)
-            self._emit(
-                out,
-                region.channel,
-                "open",
-                text,
-                index,
-                captures=_captures(rule.delimiter, text),
-                token=token,
-            )
-        elif rule.kind == "close":
-            region = spec.regions[rule.region]
-            index = self._counts.get(region.channel, 0)
-            self._emit(
-                out,
-                region.channel,
-                "close",
-                text,
-                index,
-                captures=_captures(rule.delimiter, text),
-                token=token,
-            )
-            self._counts[region.channel] = index + 1
-            self._region = -1
-        elif rule.kind == "default_close":
-            self._emit(out, spec.default, "close", text, self._default_runs, token=token)
-            self._default_runs += 1
-        else:
-            channel = spec.regions[rule.region].channel
-            self._emit(
-                out,
-                spec.default,
-                "malformed",
-                text,
-                self._default_runs,
-                reason=f"{text!r} closes a {channel!r} region, but none is open",
-                token=token,
-            )
-
-    def _end_region(self, out: list[Segment]) -> None:
-        if self._region < 0:
-            if self._pieces:
-                self._emit(out, self.spec.default, "chunk", "", self._default_runs, last=True)
-            return
-        region = self.spec.regions[self._region]
-        index = self._counts.get(region.channel, 0)
-        if region.close and not region.close_at_end:
-            closes = " or ".join(repr(d.text if isinstance(d, SpecialToken) else d) for d in region.close[:3])
-            reason = f"the {region.channel!r} region is not closed: no {closes} before the end"
-            self._emit(out, region.channel, "malformed", "", index, reason=reason, last=True)
-        else:
-            self._emit(out, region.channel, "close", "", index, last=True)
-        self._counts[region.channel] = index + 1
-        self._region = -1
-
 
 def route_text(
     text: str | Sequence[str], spec: RouteSpec | CompiledRoute, *, prompt: str = ""
@@ -553,43 +329,3 @@ def route_text(
         segs += router.feed(chunk)
     segs += router.finish()
     return merge_chunks(segs)
-
-
-def merge_chunks(segments: Sequence[Segment]) -> list[Segment]:
-    """Merge adjacent ``chunk`` segments of one channel and region (texts and ids joined)."""
-    out: list[Segment] = []
-    for s in segments:
-        if out and s.event == "chunk":
-            p = out[-1]
-            if p.event == "chunk" and p.channel == s.channel and p.region == s.region:
-                if p.ids is None or s.ids is None:
-                    out[-1] = Segment(p.channel, "chunk", p.text + s.text, None, None, p.region)
-                else:
-                    joined = join_tokens("", [_segment_tokens(p), _segment_tokens(s)], logprobs_default=True)
-                    out[-1] = _segment(p.channel, "chunk", p.text + s.text, p.region, joined)
-                continue
-        out.append(s)
-    return out
-
-
-def _with_text(text: str, tokens: Piece) -> Piece:
-    return Piece(text, tokens.ids, tokens.logprobs, tokens.top_logprobs, tokens.tokens)
-
-
-def _segment(
-    channel: str,
-    event: SegmentEvent,
-    text: str,
-    index: int,
-    due: Piece,
-    captures: Mapping[str, str] = EMPTY_CAPTURES,
-    reason: str = "",
-) -> Segment:
-    """A segment of aligned input carrying the tokens of ``due`` (logprobs only when it has tokens)."""
-    lps = due.logprobs if due.size else None
-    fields = (channel, event, text, due.ids, lps, index, captures, reason, due.top_logprobs, due.tokens)
-    return _new(Segment, fields)
-
-
-def _segment_tokens(seg: Segment) -> Piece:
-    return Piece("", seg.ids or (), seg.logprobs, seg.top_logprobs, seg.tokens)
