@@ -83,6 +83,8 @@ def test_each_family_format_is_known_by_name() -> None:
         ("[THINK]", "mistral"),
         ("<tool_call> <function=x>", "qwen3-coder"),
         ("<think> <tool_call>", "qwen3"),
+        ("<｜tool▁calls▁begin｜> <think>", "deepseek-v3"),
+        ("<|tool_calls_section_begin|> <think>", "kimi-k2"),
         ("<think>", "deepseek-r1"),
         ("<tool_call>", "hermes"),
         ("<|python_tag|>", "llama3"),
@@ -104,6 +106,14 @@ def test_forced_calls_open_in_each_family_format() -> None:
     assert (
         family("harmony").forced_call("f")
         == "<|channel|>commentary to=functions.f <|constrain|>json<|message|>"
+    )
+    assert (
+        family("deepseek-v3").forced_call("f")
+        == "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n"
+    )
+    assert (
+        family("kimi-k2").forced_call("f")
+        == "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"
     )
     assert family("deepseek-r1").forced_call("f") is None  # no tool-call region
 
