@@ -47,7 +47,8 @@ def _generic() -> dict[str, ToolCallFormat]:
 
     return {
         # one {"name": ..., "arguments": {...}} object per call, several one after another
-        "json": JsonCallFormat("json"),
+        # (whitespace or a comma between them)
+        "json": JsonCallFormat("json", separators=","),
         # one JSON list of such objects per region
         "json-list": JsonCallFormat("json-list", listed=True, multiple=False),
         # <function=NAME><parameter=KEY>VALUE</parameter>...</function>

@@ -7,7 +7,11 @@ opening delimiter).
   one of ``separators``). When the arguments come before the name, their deltas and values are
   held until the name is known (and checked against that tool's schema then). A call without
   arguments has ``{}``.
-- ``listed``: one JSON list of such objects per region.
+- ``listed``: one JSON list of such objects per region; ``lists``: either, value by value (a
+  list of call objects, or call objects one after another).
+- ``opening_json``: the opening delimiter's text from its first ``{`` or ``[`` on is the start
+  of the JSON (a delimiter that matches the beginning of a call written bare, without a tag):
+  the region's text, and its positions, start there.
 - ``name_capture``: the region's text is the arguments object; the name is that capture of the
   region's opening delimiter (less ``name_prefix`` when that is how the tool is known).
 
@@ -57,6 +61,8 @@ class JsonCallFormat(ToolCallFormat):
     Attributes:
         name: the format's name (what ``tool_calls(format=...)`` takes).
         listed: a region is one JSON list of call objects.
+        lists: a top-level value may be a JSON list of call objects as well as one call object.
+        opening_json: the opening delimiter's text from its first ``{`` or ``[`` on is JSON.
         multiple: a region may hold several call objects one after another.
         separators: characters that may also separate those objects (besides whitespace).
         arguments_keys: the keys of a call object that hold its arguments.
@@ -69,6 +75,8 @@ class JsonCallFormat(ToolCallFormat):
 
     name: str = "json"
     listed: bool = False
+    lists: bool = False
+    opening_json: bool = False
     multiple: bool = True
     separators: str = ""
     arguments_keys: tuple[str, ...] = ("arguments", "parameters")
@@ -118,6 +126,8 @@ class JsonRegion(Region):
         self.out = out
         capture = self.fmt.name_capture
         if capture is None:
+            if self.fmt.opening_json and self.segment is not None:
+                self._read_opening(self.segment.text)
             return out
         seg = self.segment
         name = seg.captures.get(capture, "") if seg is not None else ""
@@ -133,6 +143,17 @@ class JsonRegion(Region):
             self._begin_call()
             self._name_known(name)
         return out
+
+    def _read_opening(self, text: str) -> None:
+        """Read the JSON that the opening delimiter's text starts (``opening_json``)."""
+        starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+        if not starts:
+            return
+        cut = min(starts)
+        self.open_text = text[:cut]
+        base = self.log.end
+        self.log.append(text[cut:])
+        self._read(text[cut:], base)
 
     def _begin_call(self) -> None:
         self.calls += 1
@@ -212,6 +233,10 @@ class JsonRegion(Region):
                 self._args_begin(ev)
                 return
         elif d < self.call_depth:
+            if d == 0 and k == ARR_START and self.fmt.lists:
+                self.call_depth = 2  # this value is a list of calls
+                self.depth = 1
+                return
             if self.fmt.listed and d == 0:
                 if k != ARR_START:
                     self.fail(pos, "expected a JSON list of tool calls")
@@ -243,7 +268,9 @@ class JsonRegion(Region):
             self.depth = d + 1
 
     def _container_end(self, pos: int, d: int) -> None:
-        if d == self.call_depth - 1 and not self.args_only:
+        if d == 0 and self.call_depth == 2 and self.fmt.lists:
+            self.call_depth = 1  # a list of calls ended: the next value may be either
+        elif d == self.call_depth - 1 and not self.args_only:
             self._call_end(pos)
         elif d == self.call_depth:
             self.field = None

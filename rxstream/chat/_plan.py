@@ -78,7 +78,7 @@ def _tool_spec(
     spec = base.spec
     has_tool_region = spec.channel_of("tool_call") is not None
     if tools_active and native and has_tool_region:
-        return spec, base
+        return base.with_tools(), base
     others = tuple(r for r in spec.regions if spec.kind(r.channel) != "tool_call")
     kinds = dict(spec.kinds)
     if not tools_active:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..channels._spec import RouteSpec
+from ..channels._spec import Region, RouteSpec
 from ..channels._tool_formats import tool_format
 
 __all__ = ["Family"]
@@ -28,6 +29,9 @@ class Family:
             detokenizer keeps their text (``skip_special_tokens=False``) so the router sees it.
         call_opening: what follows the tool-call region's opening delimiter before a call's text
             (``"\\n"`` after ``<tool_call>``), when a forced call is opened in the prompt.
+        bare_calls: tool-call regions for calls written without their tag (a JSON call as the
+            whole answer): routed only when the chat has tools (:meth:`with_tools`), since
+            without tools such text is an answer.
         open_call: the family's own text that opens a forced call (``name``: the tool, None for
             any); by default the region's literal opening delimiter, ``call_opening`` and the
             format's :meth:`~rxstream.channels.ToolCallFormat.call_prefix`.
@@ -40,6 +44,7 @@ class Family:
     rank: int = 100
     special_delimiters: bool = False
     call_opening: str = ""
+    bare_calls: tuple[Region, ...] = ()
     open_call: Callable[[str | None], str | None] | None = None
 
     def __post_init__(self) -> None:
@@ -47,6 +52,13 @@ class Family:
             raise ValueError(
                 f"family {self.name!r}: its spec must be named {self.name!r}, got {self.spec.name!r}"
             )
+
+    def with_tools(self) -> RouteSpec:
+        """The spec for a chat that has tools: :attr:`spec` with the :attr:`bare_calls` regions
+        (after the tagged ones: a tag wins a tie)."""
+        if not self.bare_calls:
+            return self.spec
+        return dataclasses.replace(self.spec, regions=(*self.spec.regions, *self.bare_calls))
 
     def detects(self, template: str) -> bool:
         """Whether ``template`` (a chat template's source) points to this family."""

@@ -147,3 +147,26 @@ def test_a_new_family_is_one_module(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     sys.modules.pop("more_families", None)
     with pytest.raises(TypeError, match="must define FAMILY"):
         discover("more_families")
+
+
+def test_two_hermes_calls_in_one_region_may_be_separated_by_a_comma() -> None:
+    """``<tool_call>{...}, {...}</tool_call>``: two calls (the generic JSON format takes a comma
+    between call objects, as whitespace)."""
+    import reactivex as rx
+    from reactivex import operators as ops
+
+    from rxstream.channels import ToolCallEnd
+    from rxstream.operators import route, tool_calls
+
+    spec = family("hermes").spec
+    text = '<tool_call>\n{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 1}}\n</tool_call>'
+    for chunks in ([text], list(text)):
+        out = (
+            rx.from_iterable(chunks)
+            .pipe(route(spec), tool_calls(format=spec.tool_format), ops.to_list())
+            .run()
+        )
+        assert [(e.name, e.arguments) for e in out if isinstance(e, ToolCallEnd)] == [
+            ("a", {}),
+            ("b", {"x": 1}),
+        ]
