@@ -1,63 +1,67 @@
-"""Recorded-style completions of each model family (reasoning, answer, several tool calls).
+"""Recorded-style completions of each model family, read from ``tests/channels/data/recorded``.
 
-Written in each family's own format, with the hard cases: nested JSON, unicode, escaped quotes,
-empty arguments, text after a tool call, a "</think>" lookalike inside the reasoning.
+One JSON file per family (``<family>.json``: ``{"family": ..., "recordings": [...]}``); each
+recording has its ``completion`` (in the family's own format, with the hard cases: nested JSON,
+unicode, escaped quotes, empty arguments, text after a tool call, a delimiter lookalike inside
+the reasoning), the ``prompt`` it continues (the router starts from its anchor), whether it is
+read with tools (``with_tools``: the family's bare-call regions too), and the ``expected``
+result of the batch run (text per channel, the calls and their arguments, the count of invalid
+calls). A new family adds its file; ``test_every_family_has_recorded_outputs`` checks it.
 """
 
 from __future__ import annotations
 
-QWEN3 = (
-    "<think>\nThe user wants the weather in Zürich and Tokyo. I'll call get_weather twice; "
-    'units "metric" (not </thinking>). 日本語も.\n</think>\n\n'
-    "Let me check both cities.\n"
-    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich", "units": "metric", '
-    '"days": 3, "opts": {"hourly": true, "fields": ["temp", "wind"]}}}\n</tool_call>\n'
-    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "東京", "note": "say \\"hi\\"\\n"}}\n'
-    "</tool_call>\n"
-    '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
-)
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-DEEPSEEK_R1 = (  # the prompt ends with "<think>\n": the output starts inside the reasoning
-    "Okay, 2 + 2. That's 4, emoji 🎉 fine.\n</think>\n\nThe answer is **4**."
-)
-DEEPSEEK_R1_PROMPT = "<｜begin▁of▁sentence｜><｜User｜>What is 2+2?<｜Assistant｜><think>\n"
+DATA = Path(__file__).parent / "data" / "recorded"
 
-MISTRAL = (
-    "[THINK]Need the stock price; call the tool.[/THINK]Checking now."
-    '[TOOL_CALLS][{"name": "get_price", "arguments": {"ticker": "ACME", "precise": false}}, '
-    '{"name": "get_news", "arguments": {"query": "ACME \\u00e9t\\u00e9", "limit": 2}}]'
-)
 
-QWEN3_CODER = (
-    "I'll write the file.\n"
-    "<tool_call>\n<function=write_file>\n<parameter=path>\nsrc/main.py\n</parameter>\n"
-    '<parameter=content>\ndef main():\n    print("héllo <world>")\n</parameter>\n'
-    "<parameter=mode>\n420\n</parameter>\n</function>\n</tool_call>"
-)
+@dataclass(frozen=True)
+class Recording:
+    name: str
+    family: str
+    completion: str
+    prompt: str
+    with_tools: bool
+    expected: dict[str, Any]
 
-LLAMA3 = '<|python_tag|>{"name": "search", "parameters": {"q": "rx streams", "top_k": 5}}<|eom_id|>'
 
-HARMONY = (
-    "<|channel|>analysis<|message|>User asks for weather in SF; use the tool.<|end|>"
-    "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
-    '{"location": "San Francisco", "unit": "c"}<|call|>'
-)
-HARMONY_FINAL = (
-    "<|channel|>analysis<|message|>Simple greeting.<|end|>"
-    "<|start|>assistant<|channel|>final<|message|>Hello! How can I help?<|return|>"
-)
+def _load() -> dict[str, Recording]:
+    out: dict[str, Recording] = {}
+    for path in sorted(DATA.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        assert data["family"] == path.stem, path
+        for r in data["recordings"]:
+            assert r["name"] not in out, r["name"]
+            out[r["name"]] = Recording(
+                r["name"], data["family"], r["completion"], r["prompt"], r["with_tools"], r["expected"]
+            )
+    return out
 
-ALL = {
-    "qwen3": (QWEN3, ""),
-    "deepseek-r1": (DEEPSEEK_R1, DEEPSEEK_R1_PROMPT),
-    "mistral": (MISTRAL, ""),
-    "qwen3-coder": (QWEN3_CODER, ""),
-    "llama3": (LLAMA3, ""),
-    "harmony": (HARMONY, ""),
-    "harmony-final": (HARMONY_FINAL, ""),
+
+RECORDINGS: dict[str, Recording] = _load()
+"""Every recording, by name."""
+
+ALL: dict[str, tuple[str, str]] = {
+    n: (r.completion, r.prompt) for n, r in RECORDINGS.items() if not r.with_tools
 }
-"""name -> (completion, prompt); the preset is the name before any "-final"."""
+"""name -> (completion, prompt), for the recordings read without tools."""
+
+FAMILIES: frozenset[str] = frozenset(r.family for r in RECORDINGS.values())
+
+QWEN3 = RECORDINGS["qwen3"].completion
+DEEPSEEK_R1 = RECORDINGS["deepseek-r1"].completion
+DEEPSEEK_R1_PROMPT = RECORDINGS["deepseek-r1"].prompt
+MISTRAL = RECORDINGS["mistral"].completion
+QWEN3_CODER = RECORDINGS["qwen3-coder"].completion
+LLAMA3 = RECORDINGS["llama3"].completion
+HARMONY = RECORDINGS["harmony"].completion
+HARMONY_FINAL = RECORDINGS["harmony-final"].completion
 
 
 def preset_of(name: str) -> str:
-    return name.removesuffix("-final")
+    """The family a recording is in."""
+    return RECORDINGS[name].family

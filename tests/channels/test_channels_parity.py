@@ -14,7 +14,8 @@ import reactivex as rx
 from hypothesis import settings
 from reactivex import operators as ops
 
-from rxstream.channels import PRESETS, CompiledRoute, Router, route_text
+from rxstream.channels import CompiledRoute, Router, Segment, ToolCallEnd, ToolCallInvalid, route_text
+from rxstream.families import family, family_names
 from rxstream.operators import route, tool_calls
 from rxstream.testing import check_parity
 from rxstream.testing.tokenizers import bytelevel
@@ -23,7 +24,7 @@ from tests.channels import recorded
 QUICK = settings(max_examples=25, derandomize=True)
 TOOLS = [
     {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
-    for n in ("get_weather", "get_time", "get_price", "get_news", "write_file", "search")
+    for n in ("get_weather", "get_time", "get_price", "get_news", "write_file", "search", "a", "b")
 ]
 
 _TOK: list[Any] = []
@@ -39,10 +40,16 @@ def delimiters(spec: CompiledRoute) -> list[str]:
     return [d for r in spec.spec.regions for d in (*r.open, *r.close) if isinstance(d, str) and len(d) > 1]
 
 
-@pytest.mark.parametrize("name", sorted(recorded.ALL))
-def test_route_keeps_parity_on_every_preset(name: str) -> None:
-    text, prompt = recorded.ALL[name]
-    spec = CompiledRoute(PRESETS[recorded.preset_of(name)])
+def _spec(rec: recorded.Recording) -> Any:
+    f = family(rec.family)
+    return f.with_tools() if rec.with_tools else f.spec
+
+
+@pytest.mark.parametrize("name", sorted(recorded.RECORDINGS))
+def test_route_keeps_parity_on_every_recording(name: str) -> None:
+    rec = recorded.RECORDINGS[name]
+    text, prompt = rec.completion, rec.prompt
+    spec = CompiledRoute(_spec(rec))
     check_parity(
         text,
         factory=lambda: Router(spec, prompt=prompt),
@@ -64,10 +71,11 @@ def _events(e: Any) -> Any:
     return {"kind": (kind, *[repr(getattr(e, f)) for f in fields]), "text": None}
 
 
-@pytest.mark.parametrize("name", ["qwen3", "mistral", "qwen3-coder", "llama3", "harmony"])
+@pytest.mark.parametrize("name", sorted(n for n, r in recorded.RECORDINGS.items() if r.expected["calls"]))
 def test_route_and_tool_calls_keep_parity(name: str) -> None:
-    text, prompt = recorded.ALL[name]
-    spec = PRESETS[name]
+    rec = recorded.RECORDINGS[name]
+    text, prompt = rec.completion, rec.prompt
+    spec = _spec(rec)
     assert spec.tool_format is not None
 
     def pipeline(source: rx.Observable[str]) -> rx.Observable[Any]:
@@ -94,3 +102,29 @@ def test_route_and_tool_calls_keep_parity(name: str) -> None:
         delimiters=delimiters(CompiledRoute(spec)),
         settings=QUICK,
     )
+
+
+def test_every_family_has_recorded_outputs() -> None:
+    assert set(family_names()) <= recorded.FAMILIES, set(family_names()) - recorded.FAMILIES
+
+
+@pytest.mark.parametrize("name", sorted(recorded.RECORDINGS))
+def test_each_recording_gives_its_recorded_result(name: str) -> None:
+    """The batch result of each recording is the one recorded with it (channel texts, calls and
+    their arguments, no invalid call)."""
+    rec = recorded.RECORDINGS[name]
+    spec = _spec(rec)
+    steps: list[Any] = [route(spec, prompt=rec.prompt)]
+    if spec.tool_format is not None:
+        steps.append(tool_calls(format=spec.tool_format))
+    out = rx.from_iterable([rec.completion]).pipe(*steps, ops.to_list()).run()
+    channels: dict[str, str] = {}
+    for o in out:
+        if isinstance(o, Segment) and o.event == "chunk" and o.text:
+            channels[o.channel] = channels.get(o.channel, "") + o.text
+    calls = [[o.name, o.arguments] for o in out if isinstance(o, ToolCallEnd)]
+    invalid = len([o for o in out if isinstance(o, ToolCallInvalid)])
+    assert {"channels": channels, "calls": calls, "invalid": invalid} == rec.expected
+    for o in out:  # no special token leaks into a call's name or a channel's text
+        if isinstance(o, ToolCallEnd):
+            assert "<|" not in o.name and "<｜" not in o.name

@@ -211,9 +211,9 @@ def test_real_tokenizer_per_token_and_grouped(name: str, smollm2_tokenizer: Any)
             .run()
         )
         assert [i for s in segs for i in (s.ids or ())] == ids
-        assert merge_chunks([_strip(s) for s in segs]) == route_text(
-            smollm2_tokenizer.decode(ids), spec, prompt=prompt
-        )
+        # a skipped special token (its text "") rides in an empty chunk: its id is not lost
+        shown = [_strip(s) for s in segs if s.text or s.event != "chunk"]
+        assert merge_chunks(shown) == route_text(smollm2_tokenizer.decode(ids), spec, prompt=prompt)
 
 
 def test_logprobs_travel_with_their_ids() -> None:
