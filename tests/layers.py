@@ -192,7 +192,6 @@ PENDING: frozenset[str] = frozenset(
         "rxstream/server/_channels.py",
         "rxstream/server/_requests.py",
         # being split on this branch
-        "backends/onnx/_kvcache.py",
         "rxstream/channels/_template.py::load_response_template",
     }
 )
