@@ -36,19 +36,15 @@ longest prompt) no such pass happens.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
-from onnx import TensorProto, helper
 
+from ._kv_ops import ONNX_TYPES, KVOps, input_index
 from ._session import DecoderSession
 
 __all__ = ["KVOps", "PaddedCache", "SlotCache", "batch_layout"]
-
-_ONNX_TYPES = {"tensor(float)": TensorProto.FLOAT, "tensor(float16)": TensorProto.FLOAT16}
-_NUMPY_TYPES: dict[str, type[np.generic]] = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
 def batch_layout(graph: DecoderSession) -> str | None:
@@ -59,8 +55,8 @@ def batch_layout(graph: DecoderSession) -> str | None:
     vocabulary size and a float32/float16 KV cache; ``"padded"`` needs ``position_ids`` and no fused
     attention (fused attention other than GQA cannot take left padding).
     """
-    kv_type = graph.session.get_inputs()[_input_index(graph, graph.past_names[0])].type
-    if kv_type not in _ONNX_TYPES:
+    kv_type = graph.session.get_inputs()[input_index(graph, graph.past_names[0])].type
+    if kv_type not in ONNX_TYPES:
         return None
     if "GroupQueryAttention" in graph.ops:
         return "slots" if graph.vocab_out > 0 else None
@@ -70,170 +66,10 @@ def batch_layout(graph: DecoderSession) -> str | None:
     return None
 
 
-def _input_index(graph: DecoderSession, name: str) -> int:
-    return [i.name for i in graph.session.get_inputs()].index(name)
-
-
 def position_bytes(graph: DecoderSession) -> int:
     """Bytes one cached position of one row takes (all layers, keys and values)."""
     itemsize = np.dtype(graph.kv_dtype).itemsize
     return len(graph.past_names) * graph.kv_heads * graph.head_dim * itemsize
-
-
-class KVOps:
-    """Small ONNX graphs over every KV tensor at once, run on the model's provider.
-
-    ``copy``: ``y = x`` (raw pointers: one slot to another); ``resize``: ``y = Pad(Slice(x))``
-    (a buffer into a larger or smaller one); ``gather``: ``y = Slice(Gather(x, rows), columns)``
-    (rows leave a padded batch); ``join``: ``y = Concat(Pad(a), Pad(Gather(b, rows)))`` (rows
-    join one). Sessions are built on first use, with graph optimizations off (nothing to fuse).
-    """
-
-    def __init__(self, graph: DecoderSession) -> None:
-        self.graph = graph
-        kv_type = graph.session.get_inputs()[_input_index(graph, graph.past_names[0])].type
-        self.onnx_type = _ONNX_TYPES[kv_type]
-        self.np_type = _NUMPY_TYPES[kv_type]
-        self.count = len(graph.past_names)
-        self._sessions: dict[str, ort.InferenceSession] = {}
-
-    def _session(self, kind: str) -> ort.InferenceSession:
-        session = self._sessions.get(kind)
-        if session is None:
-            options = ort.SessionOptions()
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            options.log_severity_level = 3
-            options.intra_op_num_threads = 1
-            model = self._build(kind)
-            providers = self.graph.session.get_providers()
-            session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
-            self._sessions[kind] = session
-        return session
-
-    def _build(self, kind: str) -> Any:
-        def tensor(name: str, elem: int = self.onnx_type) -> Any:
-            return helper.make_tensor_value_info(name, elem, None)
-
-        i64 = TensorProto.INT64
-        nodes: list[Any] = []
-        inputs: list[Any] = []
-        outputs = [tensor(f"y{i}") for i in range(self.count)]
-        if kind == "copy":
-            inputs = [tensor(f"x{i}") for i in range(self.count)]
-            nodes = [helper.make_node("Identity", [f"x{i}"], [f"y{i}"]) for i in range(self.count)]
-        elif kind == "resize":
-            inputs = [tensor("starts", i64), tensor("ends", i64), tensor("pads", i64)]
-            inputs += [tensor(f"x{i}") for i in range(self.count)]
-            for i in range(self.count):
-                nodes.append(helper.make_node("Slice", [f"x{i}", "starts", "ends"], [f"s{i}"]))
-                nodes.append(helper.make_node("Pad", [f"s{i}", "pads"], [f"y{i}"]))
-        elif kind == "gather":
-            inputs = [tensor("rows", i64), tensor("starts", i64), tensor("ends", i64), tensor("axes", i64)]
-            inputs += [tensor(f"x{i}") for i in range(self.count)]
-            for i in range(self.count):
-                nodes.append(helper.make_node("Gather", [f"x{i}", "rows"], [f"g{i}"], axis=0))
-                nodes.append(helper.make_node("Slice", [f"g{i}", "starts", "ends", "axes"], [f"y{i}"]))
-        elif kind == "join":
-            inputs = [tensor("pads_a", i64), tensor("pads_b", i64), tensor("rows", i64)]
-            inputs += [tensor(f"a{i}") for i in range(self.count)]
-            inputs += [tensor(f"b{i}") for i in range(self.count)]
-            for i in range(self.count):
-                nodes.append(helper.make_node("Pad", [f"a{i}", "pads_a"], [f"pa{i}"]))
-                nodes.append(helper.make_node("Gather", [f"b{i}", "rows"], [f"g{i}"], axis=0))
-                nodes.append(helper.make_node("Pad", [f"g{i}", "pads_b"], [f"pb{i}"]))
-                nodes.append(helper.make_node("Concat", [f"pa{i}", f"pb{i}"], [f"y{i}"], axis=0))
-        else:  # pragma: no cover - internal
-            raise ValueError(kind)
-        graph = helper.make_graph(nodes, f"kv_{kind}", inputs, outputs)
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
-
-    def _pointer(self, binding: ort.IOBinding, name: str, out: bool, shape: Sequence[int], ptr: int) -> None:
-        device = self.graph.device
-        if out:
-            binding.bind_output(name, device, 0, self.np_type, list(shape), ptr)
-        else:
-            binding.bind_input(name, device, 0, self.np_type, list(shape), ptr)
-
-    def copy(
-        self, values: Sequence[ort.OrtValue], src: int, dst: int, shape: Sequence[int], stride: int
-    ) -> None:
-        """Copy the block ``shape`` at byte offset ``src * stride`` to ``dst * stride`` in every
-        buffer of ``values``."""
-        self.copy_between(values, src * stride, values, dst * stride, shape)
-
-    def copy_between(
-        self,
-        sources: Sequence[ort.OrtValue],
-        src: int,
-        targets: Sequence[ort.OrtValue],
-        dst: int,
-        shape: Sequence[int],
-    ) -> None:
-        """Copy the block ``shape`` at byte offset ``src`` of each buffer of ``sources`` to byte
-        offset ``dst`` of the matching buffer of ``targets``."""
-        session = self._session("copy")
-        binding = session.io_binding()
-        for i, (source, target) in enumerate(zip(sources, targets, strict=True)):
-            self._pointer(binding, f"x{i}", False, shape, source.data_ptr() + src)
-            self._pointer(binding, f"y{i}", True, shape, target.data_ptr() + dst)
-        session.run_with_iobinding(binding)
-
-    def resize(
-        self, values: Sequence[ort.OrtValue], keep: Sequence[int], new_shape: Sequence[int]
-    ) -> list[ort.OrtValue]:
-        """New buffers of ``new_shape`` holding each buffer's leading block ``keep`` (zeros elsewhere)."""
-        session = self._session("resize")
-        binding = session.io_binding()
-        binding.bind_cpu_input("starts", np.zeros(4, np.int64))
-        binding.bind_cpu_input("ends", np.asarray(keep, np.int64))
-        pads = [0, 0, 0, 0, *(int(n) - int(k) for n, k in zip(new_shape, keep, strict=True))]
-        binding.bind_cpu_input("pads", np.asarray(pads, np.int64))
-        out = [
-            ort.OrtValue.ortvalue_from_shape_and_type(list(new_shape), self.np_type, self.graph.device, 0)
-            for _ in values
-        ]
-        for i, (value, target) in enumerate(zip(values, out, strict=True)):
-            binding.bind_ortvalue_input(f"x{i}", value)
-            binding.bind_ortvalue_output(f"y{i}", target)
-        session.run_with_iobinding(binding)
-        return out
-
-    def gather(
-        self, values: Sequence[ort.OrtValue], rows: Sequence[int], start: int, end: int
-    ) -> list[ort.OrtValue]:
-        """``values[rows][:, :, start:end]`` (new buffers on the same device)."""
-        session = self._session("gather")
-        binding = session.io_binding()
-        binding.bind_cpu_input("rows", np.asarray(rows, np.int64))
-        binding.bind_cpu_input("starts", np.asarray([start], np.int64))
-        binding.bind_cpu_input("ends", np.asarray([end], np.int64))
-        binding.bind_cpu_input("axes", np.asarray([2], np.int64))
-        for i, value in enumerate(values):
-            binding.bind_ortvalue_input(f"x{i}", value)
-            binding.bind_output(f"y{i}", self.graph.device)
-        session.run_with_iobinding(binding)
-        return list(binding.get_outputs())
-
-    def join(
-        self,
-        a: Sequence[ort.OrtValue],
-        b: Sequence[ort.OrtValue],
-        rows: Sequence[int],
-        left_a: int,
-        left_b: int,
-    ) -> list[ort.OrtValue]:
-        """``a`` padded ``left_a`` columns on the left, then ``b[rows]`` padded ``left_b``."""
-        session = self._session("join")
-        binding = session.io_binding()
-        binding.bind_cpu_input("pads_a", np.asarray([0, 0, left_a, 0, 0, 0, 0, 0], np.int64))
-        binding.bind_cpu_input("pads_b", np.asarray([0, 0, left_b, 0, 0, 0, 0, 0], np.int64))
-        binding.bind_cpu_input("rows", np.asarray(rows, np.int64))
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            binding.bind_ortvalue_input(f"a{i}", x)
-            binding.bind_ortvalue_input(f"b{i}", y)
-            binding.bind_output(f"y{i}", self.graph.device)
-        session.run_with_iobinding(binding)
-        return list(binding.get_outputs())
 
 
 def _feeds(
