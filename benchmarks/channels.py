@@ -16,8 +16,16 @@ timing, so every method sees the same chunks. Side by side, in microseconds per 
 - ``ResponseParser`` -- ``transformers.utils.chat_parsing.ResponseParser.feed`` per delta with
   a response_template of the same format (``pip install -e .[bench]``), when installed.
 
-Every method's channel texts are checked against the batch result first. Results go to
-``benchmarks/results/channels.md`` and ``.json``. The machine is shared: ratios matter.
+Every method's channel texts are checked against the batch result first.
+
+Then one row per model family (:mod:`rxstream.families`): the family's recorded output
+(``tests/channels/data/recorded/<family>.json``, the recording named after the family) repeated
+to about the same number of tokens, through ``route(family) + tool_calls`` -- streamed (one
+item per token delta) and batch (the whole text as one item), in microseconds per token, after
+checking that both give the same channel texts and calls.
+
+Results go to ``benchmarks/results/channels.md`` and ``.json``. The machine is shared: ratios
+matter.
 """
 
 from __future__ import annotations
@@ -154,6 +162,49 @@ def texts_of_segments(segs: list[Any]) -> dict[str, str]:
     return out
 
 
+RECORDED = ROOT / "tests" / "channels" / "data" / "recorded"
+
+
+def family_rows(tok: Any, n: int, repeats: int) -> list[tuple[str, int, float, float]]:
+    """(family, tokens, streamed µs/token, batch µs/token) for each family's recorded output."""
+    from rxstream.channels import Segment, ToolCallEnd
+    from rxstream.families import families
+    from rxstream.operators import tool_calls
+
+    rows: list[tuple[str, int, float, float]] = []
+    for fam in families():
+        path = RECORDED / f"{fam.name}.json"
+        recs = json.loads(path.read_text(encoding="utf-8"))["recordings"]
+        rec = next(r for r in recs if r["name"] == fam.name)
+        block = rec["completion"]
+        per_block = max(1, len(tok.encode(block).ids))
+        ids: list[int] = tok.encode(block * (n // per_block + 1)).ids[:n]
+        from rxstream import StreamDetokenizer
+
+        det = StreamDetokenizer(tok)
+        deltas = [det.push(i) for i in ids]
+        text = "".join(deltas)
+        spec = fam.spec
+
+        def run(items: list[str], spec: Any = spec, prompt: str = rec["prompt"]) -> list[Any]:
+            out: list[Any] = []
+            steps: list[Any] = [route(spec, prompt=prompt)]
+            if spec.tool_format is not None:
+                steps.append(tool_calls(format=spec.tool_format))
+            direct_source(items).pipe(*steps).subscribe(out.append)
+            return out
+
+        def summary(out: list[Any]) -> tuple[dict[str, str], list[Any]]:
+            segs = [o for o in out if isinstance(o, Segment)]
+            return texts_of_segments(segs), [(e.name, e.arguments) for e in out if isinstance(e, ToolCallEnd)]
+
+        assert summary(run(deltas)) == summary(run([text])), f"{fam.name}: streamed != batch"
+        streamed = per_token(lambda d=deltas, r=run: r(d), len(ids), repeats)
+        whole = per_token(lambda t=text, r=run: r([t]), len(ids), repeats)
+        rows.append((fam.name, len(ids), streamed, whole))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="2 000 tokens, 3 repeats (a smoke test)")
@@ -214,13 +265,32 @@ def main() -> None:
     ]
     for name, us in rows:
         lines.append(f"| {name} | {us:.3f} | {us / base:.2f}x |")
+    fam = family_rows(tok, n, repeats)
+    lines += [
+        "",
+        "## Per model family: route + tool_calls, streamed (a delta per token) vs batch (one item)",
+        "",
+        "| family | tokens | streamed µs/token | batch µs/token | streamed / batch |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, tokens, streamed, whole in fam:
+        lines.append(f"| {name} | {tokens} | {streamed:.3f} | {whole:.3f} | {streamed / whole:.2f}x |")
     report = "\n".join(lines) + "\n"
     print(report)
     suffix = ".tmp" if args.quick else ""
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"channels.md{suffix}").write_text(report, encoding="utf-8")
     (RESULTS / f"channels.json{suffix}").write_text(
-        json.dumps({"tokens": n, "tokenizer": tok_name, "rows": dict(rows), "argv": sys.argv[1:]}, indent=1),
+        json.dumps(
+            {
+                "tokens": n,
+                "tokenizer": tok_name,
+                "rows": dict(rows),
+                "families": {f: {"tokens": t, "streamed_us": a, "batch_us": b} for f, t, a, b in fam},
+                "argv": sys.argv[1:],
+            },
+            indent=1,
+        ),
         encoding="utf-8",
     )
 

@@ -143,8 +143,13 @@ class RegexScanner:
         """The text not yet released."""
         return self._buf[self.released - self._base :]
 
-    def feed(self, chunk: str) -> ScanResult:
-        """Consume ``chunk``; return the matches it decided and the released count."""
+    def feed(self, chunk: str, *, until: int | None = None) -> ScanResult:
+        """Consume ``chunk``; return the matches it decided and the released count.
+
+        ``until``: stop reading at the first decided match that ends after that position (a stop
+        matcher needs only its first match: reading on would cost the whole chunk again each time
+        a router re-feeds the rest in its next state); the scanner is then finished.
+        """
         if self._done:
             raise ValueError("the scanner was flushed (or failed)")
         if not self._runs and chunk and self.rules.skip(chunk, 0) is None:
@@ -157,7 +162,7 @@ class RegexScanner:
         found: list[RegexMatch] = []
         if chunk:
             try:
-                self._scan(chunk, found)
+                self._scan(chunk, found, until)
             except (HoldLimitError, RegexBudgetError):
                 self._done = True  # the state is partly updated: no further use
                 raise
@@ -181,7 +186,7 @@ class RegexScanner:
             self._base = self.pos - len(self._buf)
         return ScanResult(found, self.released)
 
-    def _scan(self, chunk: str, found: list[RegexMatch]) -> None:
+    def _scan(self, chunk: str, found: list[RegexMatch], until: int | None = None) -> None:
         dfa = self.rules.dfa
         if dfa.resets != self._resets:
             self._init.clear()
@@ -274,6 +279,14 @@ class RegexScanner:
             i += 1
             if runs and runs[0][1] is DEAD:
                 runs = self._decide(runs, text, found)
+                if until is not None and found and found[-1].end > until:
+                    self._done = True  # the first match the caller needs: read no further
+                    n = i
+        self._scanned(text, tb, n, runs, steps)
+
+    def _scanned(self, text: str, tb: int, n: int, runs: list[list[Any]], steps: int) -> None:
+        """After a scan that read ``text[:n]`` (``text`` starts at ``tb``): the new position, the
+        open runs, what is released and the text to keep."""
         self.steps += steps
         self.pos = tb + n
         self._runs = runs

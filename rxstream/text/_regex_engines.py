@@ -209,7 +209,7 @@ class RegexStopMatcher:
         if self._first_pending:
             self._first_pending = False
             self._protect = sc.pos + len(text)
-        res = sc.feed(text)
+        res = sc.feed(text, until=self._protect)
         if res.matches:
             self._check(res.matches)
         elif not self._pending and res.released == sc.pos:
