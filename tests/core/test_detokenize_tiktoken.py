@@ -1,12 +1,9 @@
-"""tiktoken encodings: one built in the test from a BPE vocabulary, and the named ones if cached."""
+"""tiktoken encodings: one built in the test from a BPE vocabulary, and the named ones (their
+vocabularies rebuilt from the npm registry's js-tiktoken: :mod:`tests.tiktoken_vocab`)."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +14,7 @@ from rxstream import StreamDetokenizer
 from rxstream.detok import bytelevel_char_to_byte
 from rxstream.testing import tokenizers as tf
 from tests.core.test_detokenize_props import chunked, texts
+from tests.tiktoken_vocab import tiktoken_encoding
 
 tiktoken = pytest.importorskip("tiktoken", reason="tiktoken is not installed")
 
@@ -62,25 +60,33 @@ def test_local_encoding_out_of_vocab() -> None:
         det.push(enc.n_vocab)
 
 
-def _cached(blob_url: str) -> bool:
-    """Whether tiktoken's file for ``blob_url`` is in its local cache (no network needed)."""
-    cache_dir = (
-        os.environ.get("TIKTOKEN_CACHE_DIR")
-        or os.environ.get("DATA_GYM_CACHE_DIR")
-        or str(Path(tempfile.gettempdir()) / "data-gym-cache")
-    )
-    return (Path(cache_dir) / hashlib.sha1(blob_url.encode()).hexdigest()).exists()
-
-
-@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
-def test_named_encodings_when_available_offline(name: str) -> None:
-    if not _cached(f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"):
-        pytest.skip(f"tiktoken encoding {name} is not cached locally and cannot be downloaded offline")
-    enc = tiktoken.get_encoding(name)
+@pytest.mark.network
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "o200k_harmony"])
+def test_named_encodings(name: str) -> None:
+    """The named encodings (their vocabularies rebuilt from js-tiktoken, hash-checked by tiktoken)
+    stream exactly as ``decode``, special tokens kept or skipped, one id at a time."""
+    enc = tiktoken_encoding(name)
     text = "naïve café 日本語 👨\u200d👩\u200d👧 🇩🇪 👍🏽 e\u0301 " * 5
     ids = enc.encode(text)
     det = StreamDetokenizer(enc)
+    assert det.exact
     assert "".join(det.push(i) for i in ids) + det.finish() == enc.decode(ids)
+    special = sorted(enc.special_tokens_set)[0]
+    ids = enc.encode(f"{text}{special}{text}", allowed_special="all")
+    for skip in (True, False):
+        det = StreamDetokenizer(enc, skip_special_tokens=skip)
+        expected = enc.decode(ids).replace(special, "") if skip else enc.decode(ids)
+        assert "".join(det.push(i) for i in ids) + det.finish() == expected
+
+
+@settings(max_examples=30, deadline=None)
+@given(text=texts("bytelevel"), sizes=st.lists(st.integers(0, 4), max_size=6))
+@pytest.mark.network
+def test_o200k_exact_for_every_chunking(text: str, sizes: list[int]) -> None:
+    enc = tiktoken_encoding("o200k_base")
+    ids = enc.encode(text, disallowed_special=())
+    det = StreamDetokenizer(enc)
+    assert "".join([det.push(chunk) for chunk in chunked(ids, sizes)] + [det.finish()]) == enc.decode(ids)
 
 
 def test_tables_do_not_keep_the_encoding_alive_and_are_per_encoding() -> None:
