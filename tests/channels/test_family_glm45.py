@@ -388,3 +388,53 @@ def test_a_forced_call_opening_parses_as_that_call(name: str, rest: str, argumen
 def test_a_syntax_is_checked(kwargs: dict[str, str], error: str) -> None:
     with pytest.raises(ValueError, match=error):
         XmlSyntax(**kwargs)
+
+
+PIECES = [
+    "get_weather",
+    "get_time",
+    "city",
+    "days",
+    "opts",
+    "\n",
+    " ",
+    "<",
+    ">",
+    "/",
+    "3",
+    "x",
+    '{"fields": ["a"]}',
+    "true",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "</arg_val",
+    "<function=",
+    "</tool_call>",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.lists(st.sampled_from(PIECES), max_size=24),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12),
+    tools=st.sampled_from([TOOLS, None]),
+    closed=st.booleans(),
+)
+def test_any_text_is_a_call_or_an_invalid_one_whatever_the_chunking(
+    body: list[str], cuts: list[int], tools: Any, closed: bool
+) -> None:
+    """Random tag soup never raises: the region gives one end or one invalid call, the same for
+    every chunking."""
+    text = "".join(body)
+    close = "</tool_call>" if closed else ""
+    whole = parse([text], tools, close=close)
+    assert merged(parse(split(text, cuts), tools, close=close)) == merged(whole)
+    assert merged(parse(list(text), tools, close=close)) == merged(whole)
+    outcomes = [e for e in whole if isinstance(e, (ToolCallEnd, ToolCallInvalid))]
+    assert len(outcomes) == 1
+    if isinstance(outcomes[0], ToolCallInvalid):
+        assert 0 <= outcomes[0].position <= len(text)
+    else:
+        assert closed and json.loads(outcomes[0].arguments_text) == outcomes[0].arguments
