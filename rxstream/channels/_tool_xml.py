@@ -112,7 +112,7 @@ class XmlRegion(XmlValues):
     def _name_text(self, s: str, i: int, base: int, function: bool) -> int:
         """Read a name from ``s[i]`` on; where it stops."""
         end = self.syn.name_end if function else self.syn.key_end
-        stops = {end[0], "\n", "<"}
+        stops = end[0] + "\n<"
         n = len(s)
         j = i
         while j < n and s[j] not in stops:
