@@ -1,10 +1,12 @@
 """The values of XML tool calls' parameters (:class:`XmlValues`, the half of the XML reader that
-turns each parameter's text into JSON by its schema; :mod:`._tool_xml` reads the tags)."""
+turns each parameter's text into JSON by its schema; :mod:`._tool_xml` reads the tags), and the
+tags themselves (:class:`XmlSyntax`)."""
 
 from __future__ import annotations
 
 import json
 from abc import abstractmethod
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ._json_schema import ANY, SchemaChecker, SchemaNode, prefix_failure, utf16
@@ -17,31 +19,76 @@ if TYPE_CHECKING:
     from ._tool_parser import ToolCallParser
 
 __all__ = [
-    "FUNC_CLOSE",
-    "FUNC_OPEN",
-    "PARAM_OPEN",
+    "X_BEFORE_VALUE",
     "X_INSIDE",
     "X_NAME",
     "X_OUTSIDE",
     "X_PNAME",
     "X_TAG",
     "X_VALUE",
+    "XmlSyntax",
     "XmlValues",
 ]
 
-X_OUTSIDE: Final = 0  # between functions: whitespace, then <function=
+X_OUTSIDE: Final = 0  # between functions: whitespace, then <function= (or the name)
 X_TAG: Final = 1  # reading one of the tags in self.tags
-X_NAME: Final = 2  # the function name, up to '>'
+X_NAME: Final = 2  # the function name, up to its end ('>')
 X_INSIDE: Final = 3  # inside a function: whitespace, then <parameter= or </function>
-X_PNAME: Final = 4  # a parameter name, up to '>'
+X_PNAME: Final = 4  # a parameter name, up to its end ('>')
 X_VALUE: Final = 5  # a parameter value, up to its end tag
+X_BEFORE_VALUE: Final = 6  # whitespace, then the value's opening tag
 
-FUNC_OPEN: Final = "<function="
-PARAM_OPEN: Final = "<parameter="
-PARAM_CLOSE: Final = "</parameter>"
-FUNC_CLOSE: Final = "</function>"
-VALUE_ENDS: Final = (PARAM_CLOSE, PARAM_OPEN, FUNC_CLOSE)
-LONGEST_END: Final = max(len(t) for t in VALUE_ENDS)
+
+@dataclass(frozen=True)
+class XmlSyntax:
+    """The tags of an XML tool-call syntax; the defaults are the ``xml`` format's
+    ``<function=NAME>`` ``<parameter=KEY>`` VALUE ``</parameter>`` ... ``</function>``.
+
+    Attributes:
+        call_open: the tag before a function's name; ``""``: the name opens the region's text
+            (then the region holds one call, which ends with the region: ``call_close`` is ``""``).
+        name_end: what ends the function's name (``">"``); ``"\n"``: the name is a line, which
+            also ends where a tag starts, or with the region.
+        call_close: the tag that ends a function (``""``: the region's end).
+        key_open: the tag before a parameter's name.
+        key_end: what ends a parameter's name (``">"``, or a closing tag such as ``</key>``).
+        value_open: the tag before a parameter's value (``""``: the value follows the name's end).
+        value_close: the tag after a parameter's value.
+    """
+
+    call_open: str = "<function="
+    name_end: str = ">"
+    call_close: str = "</function>"
+    key_open: str = "<parameter="
+    key_end: str = ">"
+    value_open: str = ""
+    value_close: str = "</parameter>"
+
+    def __post_init__(self) -> None:
+        if not (self.name_end and self.key_open and self.key_end and self.value_close):
+            raise ValueError("XmlSyntax: name_end, key_open, key_end and value_close must not be empty")
+        if (self.call_open == "") != (self.call_close == ""):
+            raise ValueError("XmlSyntax: a call without an opening tag ends with its region, and only then")
+        if not all(t.startswith("<") for t in self.value_ends):
+            raise ValueError("XmlSyntax: the tags that can end a value must start with '<'")
+        tags = [t for t in self.tags() if t]
+        if len(set(tags)) != len(tags):
+            raise ValueError(f"XmlSyntax: its tags must differ, got {tags}")
+
+    def tags(self) -> tuple[str, ...]:
+        return (
+            self.call_open,
+            self.call_close,
+            self.key_open,
+            self.key_end,
+            self.value_open,
+            self.value_close,
+        )
+
+    @property
+    def value_ends(self) -> tuple[str, ...]:
+        """What ends a value: its closing tag, the next parameter's tag, the function's end."""
+        return tuple(t for t in (self.value_close, self.key_open, self.call_close) if t)
 
 
 def json_string_body(text: str) -> str:
@@ -51,8 +98,11 @@ def json_string_body(text: str) -> str:
 class XmlValues(Region):
     """A parameter value in progress, and the arguments' JSON text built from the values."""
 
-    def __init__(self, parser: ToolCallParser, segment: Segment | None) -> None:
+    def __init__(self, parser: ToolCallParser, segment: Segment | None, syntax: XmlSyntax) -> None:
         super().__init__(parser, segment)
+        self.syn = syntax
+        self.value_ends = syntax.value_ends
+        self.longest_end = max(len(t) for t in self.value_ends)
         self.st = X_OUTSIDE
         self.name_start = 0
         self.units = b""
@@ -85,7 +135,7 @@ class XmlValues(Region):
 
     @abstractmethod
     def _function_end(self, pos: int) -> None:
-        """``</function>`` at ``pos``."""
+        """The function ends at ``pos`` (its closing tag, or the region's end)."""
 
     def _value_begin(self, key: str, node: SchemaNode) -> None:
         self.key = key
@@ -125,7 +175,7 @@ class XmlValues(Region):
         if self.mode in ("json", "auto"):
             self.vtok = JsonStream(detail=True)
             self.vchecker = SchemaChecker(node) if self.schema is not None else None
-        self.st = X_VALUE
+        self.st = X_BEFORE_VALUE if self.syn.value_open else X_VALUE
 
     def _value_text(self, s: str, i: int, base: int) -> int:
         n = len(s)
@@ -139,7 +189,7 @@ class XmlValues(Region):
             self.vstart = wstart
         k = -1
         tag = ""
-        for t in VALUE_ENDS:
+        for t in self.value_ends:
             found = work.find(t)
             if found >= 0 and (k < 0 or found < k):
                 k, tag = found, t
@@ -156,9 +206,9 @@ class XmlValues(Region):
             self._value_end(tag_end)
             if self.failed is not None:
                 return n
-            if tag == PARAM_CLOSE:
+            if tag == self.syn.value_close:
                 self.st = X_INSIDE
-            elif tag == PARAM_OPEN:
+            elif tag == self.syn.key_open:
                 self.st = X_PNAME
                 self.name_start = tag_end + 1
                 self.units = b""
@@ -167,8 +217,8 @@ class XmlValues(Region):
                 self._function_end(tag_end)
             return tag_end + 1 - base
         cut = len(work)
-        p = work.rfind("<", max(0, cut - LONGEST_END + 1))
-        if p >= 0 and any(t.startswith(work[p:]) for t in VALUE_ENDS):
+        p = work.rfind("<", max(0, cut - self.longest_end + 1))
+        if p >= 0 and any(t.startswith(work[p:]) for t in self.value_ends):
             cut = p
         if cut and work[cut - 1] == "\n":
             cut -= 1
@@ -176,6 +226,26 @@ class XmlValues(Region):
         if cut:
             self._release(work[:cut], wstart)
         return n
+
+    def _value_to_the_end(self) -> None:
+        """The region ended inside a value of a call that ends with its region: the text held is
+        the value's (less one newline before the end), and the call ends."""
+        end = self.log.end
+        held = self.hold
+        text = held[:-1] if held.endswith("\n") else held
+        if self.vfirst:
+            self.vfirst = False
+            self.vstart = end
+        self.hold = ""
+        if text:
+            self._release(text, end - len(held))
+        if self.failed is not None:
+            return
+        self.vlimit = end - len(held) + len(text)
+        self.vend = end
+        self._value_end(end)
+        if self.failed is None:
+            self._function_end(end)
 
     def _release(self, text: str, start: int) -> None:
         """``text`` (at ``start``) is part of the value for sure."""

@@ -82,6 +82,7 @@ def test_each_family_format_is_known_by_name() -> None:
         ("{{ '<|channel|>' }}", "harmony"),
         ("[THINK]", "mistral"),
         ("<tool_call> <function=x>", "qwen3-coder"),
+        ("<think> <tool_call>{{ name }}\n<arg_key>", "glm-4.5"),
         ("<think> <tool_call>", "qwen3"),
         ("<｜tool▁calls▁begin｜> <think>", "deepseek-v3"),
         ("<|tool_calls_section_begin|> <think>", "kimi-k2"),
@@ -103,6 +104,8 @@ def test_forced_calls_open_in_each_family_format() -> None:
     assert family("mistral").forced_call("f") == '[TOOL_CALLS][{"name": "f", "arguments": '
     assert family("llama3").forced_call("f") == '<|python_tag|>{"name": "f", "parameters": '
     assert family("qwen3-coder").forced_call("f") == "<tool_call>\n<function=f>\n"
+    assert family("glm-4.5").forced_call("f") == "<tool_call>f\n"
+    assert family("glm-4.5").forced_call(None) == "<tool_call>"
     assert (
         family("harmony").forced_call("f")
         == "<|channel|>commentary to=functions.f <|constrain|>json<|message|>"
