@@ -31,20 +31,24 @@ def stop_on_tokens(
     be single ids or sequences of ids (several tokens at once); a sequence is cut at the stop.
 
     A stop may be one id (``7``) or a sequence of ids (``[2318, 310, 2305]``, as vLLM's
-    multi-token stop ids): ``stop_on_tokens([[2318, 310, 2305], 7])``. The stream ends on the id
-    that completes the first stop; if several stops end on that id, the longest is the one
-    matched. Ids that could be the start of a stop sequence are held back, and go out the moment
-    the sequence is ruled out (or the source completes); an id that can start no stop goes out at
-    once. The output is the same however the input is chunked.
+    multi-token stop ids): ``stop_on_tokens([[2318, 310, 2305], 7])``. As for stop strings, the
+    cut is at the earliest start of a stop in the ids, the longest if several start there
+    (SEMANTICS §3): with the stops ``[[1, 2, 3, 4], [2, 3]]`` the ids 1, 2, 3 wait, since the stop
+    starting at 1 may still complete; then 4 cuts before 1, anything else before 2. An id goes out
+    as soon as no stop can still start at or before it and complete, so ids that could be the
+    start of a stop sequence are held back until it is ruled out (or the source completes). The
+    stream ends, disposing the upstream, on the id that makes the cut certain: a stop is complete
+    and no partial match that starts at or before it is still live. The output is the same
+    however the input is chunked.
 
     Args:
         token_ids: the stops: ids (ints >= 0) and non-empty sequences of ids.
-        include_stop: also emit the stop: the stop id, or the whole stop sequence (then nothing
-            is held back).
+        include_stop: also emit the stop: the stop id, or the whole stop sequence (then only
+            ids after a completed stop that may still be undercut are held back).
         on_finish: called once with ``Finish(STOP, stop=<id>)`` (for a sequence, its last id; its
-            ``dropped`` lists the ids that came after the stop in the same sequence item), or
-            ``eos`` when the source completed without one, ``cancelled`` or ``error`` (then the
-            ids held back as a possible stop are in ``dropped``).
+            ``dropped`` lists the ids received after the stop), also when the source completes
+            while a completed stop waits, or ``eos`` when it completed without one,
+            ``cancelled`` or ``error`` (then the ids held back are in ``dropped``).
 
     Marble diagram (ids 5, 6, then the stop id 2)::
 
@@ -106,15 +110,17 @@ def _normalize_stops(token_ids: object) -> tuple[tuple[int, ...], ...]:
 
 class _Automaton:
     """Aho-Corasick automaton over the stop id sequences (built in time linear in their total
-    length). State 0 is the root; ``depth[s]`` is the length of the ids state ``s`` stands for,
-    ``match[s]`` the length of the longest stop ending there (0: none)."""
+    length). State 0 is the root; ``depth[s]`` is the length of the ids state ``s`` stands for;
+    ``found[s]`` is the longest stop that is a suffix of them (None: none), and ``live[s]`` the
+    length of the longest suffix of them that is a proper prefix of some stop (0: none), the
+    earliest partial match that may still complete."""
 
-    __slots__ = ("children", "depth", "fail", "match", "singles")
+    __slots__ = ("children", "depth", "fail", "found", "live", "singles")
 
     def __init__(self, stops: tuple[tuple[int, ...], ...]) -> None:
         children: list[dict[int, int]] = [{}]
         depth = [0]
-        terminal = [False]
+        terminal: list[tuple[int, ...] | None] = [None]
         for stop in stops:
             s = 0
             for i in stop:
@@ -124,28 +130,27 @@ class _Automaton:
                     children[s][i] = nxt
                     children.append({})
                     depth.append(depth[s] + 1)
-                    terminal.append(False)
+                    terminal.append(None)
                 s = nxt
-            terminal[s] = True
-        fail = [0] * len(children)
-        match = [0] * len(children)
-        queue = deque(children[0].values())
-        for c in queue:
-            match[c] = 1 if terminal[c] else 0
-        while queue:
-            u = queue.popleft()
-            for i, c in children[u].items():
-                f = fail[u]
-                while f and i not in children[f]:
-                    f = fail[f]
-                f = children[f].get(i, 0) if u else 0
-                fail[c] = f
-                match[c] = depth[c] if terminal[c] else match[f]
-                queue.append(c)
+            terminal[s] = stop
         self.children = children
         self.depth = depth
-        self.fail = fail
-        self.match = match
+        self.fail = fail = [0] * len(children)
+        found = terminal[:]
+        live = [depth[s] if children[s] else 0 for s in range(len(children))]
+        queue = deque(children[0].values())
+        while queue:  # breadth first: a state's fail link is shallower, so already complete
+            u = queue.popleft()
+            for i, c in children[u].items():
+                f = self.step(fail[u], i) if u else 0
+                fail[c] = f
+                if found[c] is None:
+                    found[c] = found[f]
+                if not live[c]:
+                    live[c] = live[f]
+                queue.append(c)
+        self.found = found
+        self.live = live
         # every stop one id long: a plain set lookup per id
         self.singles = frozenset(children[0]) if all(len(s) == 1 for s in stops) else None
 
@@ -155,6 +160,11 @@ class _Automaton:
         while s and i not in children[s]:
             s = self.fail[s]
         return children[s].get(i, 0)
+
+
+def _reported(stop: tuple[int, ...]) -> int:
+    """What ``Finish.stop`` carries for a stop: its last id."""
+    return stop[-1]
 
 
 @overload
@@ -179,7 +189,7 @@ def _one(item: TokenItem) -> int:
 
 
 class _StopTokensSink(OperatorSink[TokenItem, TokenItem]):
-    __slots__ = ("auto", "held", "held_n", "include", "state")
+    __slots__ = ("auto", "emitted", "held", "include", "match", "match_at", "seen", "state")
 
     def __init__(
         self,
@@ -192,38 +202,44 @@ class _StopTokensSink(OperatorSink[TokenItem, TokenItem]):
         self.auto = automaton
         self.include = include
         self.state = 0
-        # the ids held back as a possible stop: (item, its ids or None for one id, first held)
+        self.seen = 0  # ids received
+        self.emitted = 0  # ids emitted (the rest of those received are held)
+        # the ids received but not emitted: (item, its ids or None for one id, first held)
         self.held: deque[tuple[TokenItem, tuple[int, ...] | None, int]] = deque()
-        self.held_n = 0
+        # the completed stop that starts earliest (the longest there), and where it starts
+        self.match: tuple[int, ...] | None = None
+        self.match_at = 0
 
     def on_next(self, value: TokenItem) -> None:
         ids = as_id_tuple("stop_on_tokens", value)
-        singles = self.auto.singles
+        auto = self.auto
+        singles = auto.singles
         if singles is not None:  # no sequences: nothing is ever held
             self._next_singles(value, ids, singles)
             return
         seq = (_one(value),) if ids is None else ids
-        auto = self.auto
-        step, match = auto.step, auto.match
-        s = self.state
-        for k, token in enumerate(seq):
+        step, found, live = auto.step, auto.found, auto.live
+        s, n, match, match_at = self.state, self.seen, self.match, self.match_at
+        for token in seq:
             s = step(s, token)
-            length = match[s]
-            if length:
-                self.state = 0
-                keep = self.held_n + k + 1 - (0 if self.include else length)
-                self._release(keep, value, ids)
-                self._clear_held()
-                self.end(Finish(FinishReason.STOP, stop=token, dropped=seq[k + 1 :]))
-                return
-        self.state = s
-        held = 0 if self.include else auto.depth[s]
-        self._release(self.held_n + len(seq) - held, value, ids)
-        if held:
-            start = len(seq) - min(held, len(seq))
-            if start < len(seq):
-                self.held.append((value, ids, start))
-                self.held_n += len(seq) - start
+            n += 1
+            stop = found[s]
+            if stop is not None:
+                at = n - len(stop)  # the longest stop ending here: the earliest start here
+                if match is None or at < match_at or (at == match_at and len(stop) > len(match)):
+                    match, match_at = stop, at
+            if match is not None:
+                partial = live[s]
+                if not partial or n - partial > match_at:  # no live partial match starts earlier
+                    self.seen = n
+                    self._cut(match, match_at, value, ids)
+                    return
+        self.state, self.seen, self.match, self.match_at = s, n, match, match_at
+        if self.include:
+            safe = n if match is None else match_at + len(match)
+        else:
+            safe = n - live[s]  # a live partial match starts there; a completed one after it
+        self._advance(safe, value, ids)
 
     def _next_singles(self, value: TokenItem, ids: tuple[int, ...] | None, singles: frozenset[int]) -> None:
         if ids is None:
@@ -244,26 +260,44 @@ class _StopTokensSink(OperatorSink[TokenItem, TokenItem]):
         if ids:
             self.observer.on_next(value)
 
-    def _release(self, n: int, value: TokenItem, ids: tuple[int, ...] | None) -> None:
-        """Emit the first ``n`` ids of the held ids followed by ``value``'s."""
+    def _advance(self, upto: int, value: TokenItem, ids: tuple[int, ...] | None) -> None:
+        """Emit the ids before stream position ``upto`` (held ones first, then ``value``'s) and
+        hold the rest of ``value``."""
+        n = upto - self.emitted
+        self.emitted = max(upto, self.emitted)
         held = self.held
         while n > 0 and held:
             item, item_ids, start = held[0]
-            size = 1 if item_ids is None else len(item_ids)
-            take = min(n, size - start)
+            length = 1 if item_ids is None else len(item_ids)
+            take = min(n, length - start)
             self.observer.on_next(_part(item, item_ids, start, start + take))
             n -= take
-            self.held_n -= take
-            if start + take == size:
+            if start + take == length:
                 held.popleft()
             else:
                 held[0] = (item, item_ids, start + take)
+        size = 1 if ids is None else len(ids)
+        first = 0
         if n > 0:
-            self.observer.on_next(_part(value, ids, 0, n))
+            first = min(n, size)
+            self.observer.on_next(_part(value, ids, 0, first))
+        if first < size:
+            held.append((value, ids, first))
 
-    def _clear_held(self) -> None:
-        self.held.clear()
-        self.held_n = 0
+    def _cut(
+        self,
+        match: tuple[int, ...],
+        at: int,
+        value: TokenItem,
+        ids: tuple[int, ...] | None,
+        *,
+        dispose: bool = True,
+    ) -> None:
+        """End at the stop ``match`` that starts at stream position ``at``: emit what comes
+        before it (and it, with ``include_stop``); the ids received after it are dropped."""
+        self._advance(at + len(match) if self.include else at, value, ids)
+        after = self.take_held()[0 if self.include else len(match) :]
+        self.end(Finish(FinishReason.STOP, stop=_reported(match), dropped=after), dispose=dispose)
 
     def take_held(self) -> tuple[int, ...]:
         out: list[int] = []
@@ -272,10 +306,13 @@ class _StopTokensSink(OperatorSink[TokenItem, TokenItem]):
                 out.append(_one(item))
             else:
                 out.extend(ids[start:])
-        self._clear_held()
+        self.held.clear()
         return tuple(out)
 
     def on_completed(self) -> None:
-        # the source ended: no held sequence can complete any more
-        self._release(self.held_n, (), ())
+        # the source ended: no partial match can complete any more
+        if self.match is not None:
+            self._cut(self.match, self.match_at, (), (), dispose=False)
+            return
+        self._advance(self.seen, (), ())
         self.end(Finish(FinishReason.EOS), dispose=False)

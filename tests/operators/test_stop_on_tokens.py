@@ -19,27 +19,54 @@ from rxstream.testing import MarbleTest
 Stops = list[tuple[int, ...]]
 
 
-def reference(ids: list[int], stops: Stops, include: bool) -> tuple[list[int], int | None, int | None]:
-    """Cut at the earliest id that completes a stop (the longest stop ending there): the ids
-    emitted, the index of that id and the stop's length (None, None: no stop)."""
-    for end in range(len(ids)):
-        ending = [len(s) for s in stops if len(s) <= end + 1 and tuple(ids[end + 1 - len(s) : end + 1]) == s]
-        if ending:
-            length = max(ending)
-            return ids[: end + 1 if include else end + 1 - length], end, length
-    return list(ids), None, None
+def batch_stop(ids: list[int], stops: Stops) -> tuple[int, tuple[int, ...]] | None:
+    """The batch stop (SEMANTICS §3, as for text): the earliest start of an occurrence of a stop,
+    the longest of those starting there; None: no occurrence."""
+    for start in range(len(ids)):
+        here = [s for s in stops if tuple(ids[start : start + len(s)]) == s]
+        if here:
+            return start, max(here, key=len)
+    return None
+
+
+def reported(stop: tuple[int, ...]) -> int:
+    """``Finish.stop`` for a stop: its last id."""
+    return stop[-1]
+
+
+def reference(ids: list[int], stops: Stops, include: bool) -> list[int]:
+    """The ids a whole input gives: those before the batch stop (through it, with include)."""
+    found = batch_stop(ids, stops)
+    if found is None:
+        return list(ids)
+    start, stop = found
+    return ids[: start + len(stop) if include else start]
+
+
+def live_starts(prefix: list[int], stops: Stops) -> list[int]:
+    """Where the live partial matches of a prefix start: each suffix that is a non-empty proper
+    prefix of some stop (it may still complete)."""
+    n = len(prefix)
+    return [q for q in range(n) if any(len(s) > n - q and s[: n - q] == tuple(prefix[q:]) for s in stops)]
+
+
+def decided(prefix: list[int], stops: Stops) -> tuple[int, tuple[int, ...]] | None:
+    """The stop, once the prefix makes the cut certain: a completed match that no live partial
+    match starting at or before it can undercut (earlier start, or longer at the same start)."""
+    found = batch_stop(prefix, stops)
+    if found is None or any(q <= found[0] for q in live_starts(prefix, stops)):
+        return None
+    return found
 
 
 def provable(prefix: list[int], stops: Stops, include: bool) -> int:
-    """How many ids of a prefix with no completed stop are provably emitted: all but the
-    longest suffix that is a proper prefix of some stop (all of them with include_stop)."""
+    """How many ids of an undecided prefix are certainly in the output: those before the
+    earliest live partial match and before the earliest completed one (with include, everything
+    through the completed one, or all ids if none)."""
+    found = batch_stop(prefix, stops)
     if include:
-        return len(prefix)
-    held = max(
-        (d for s in stops for d in range(1, len(s)) if d <= len(prefix) and tuple(prefix[-d:]) == s[:d]),
-        default=0,
-    )
-    return len(prefix) - held
+        return len(prefix) if found is None else found[0] + len(found[1])
+    return min([len(prefix), *live_starts(prefix, stops), *([found[0]] if found else [])])
 
 
 def flat(items: list[Any]) -> list[int]:
@@ -88,7 +115,9 @@ stop_lists = st.lists(st.lists(alphabet, min_size=1, max_size=4).map(tuple), min
 def test_any_chunking_matches_the_batch_reference_and_emits_each_id_when_provable(
     ids: list[int], stops: Stops, cuts: list[int], kinds: list[int], include: bool
 ) -> None:
-    want, end, _ = reference(ids, stops, include)
+    want = reference(ids, stops, include)
+    # the first prefix that makes the cut certain: the stream ends in the frame of its last id
+    when = next((m for m in range(1, len(ids) + 1) if decided(ids[:m], stops)), None)
     items = as_items(ids, cuts, kinds)
     rec = FinishRecorder()
     subject: Subject[Any] = Subject()
@@ -102,17 +131,26 @@ def test_any_chunking_matches_the_batch_reference_and_emits_each_id_when_provabl
         assert subject.observers, "fed after the stop: the upstream should be disposed"
         subject.on_next(item)
         seen += len(flat([item]))
-        if end is not None and seen > end:  # this item completed the stop
+        if when is not None and seen >= when:  # this item made the cut certain
+            start, stop = decided(ids[:when], stops) or (0, ())
             assert completed and not subject.observers  # ended and disposed in that frame
-            assert rec.finish is not None and rec.finish.reason is FinishReason.STOP
-            assert rec.finish.stop == ids[end]
-            assert rec.finish.dropped == tuple(ids[end + 1 : seen])
+            assert rec.finish == Finish(
+                FinishReason.STOP, stop=reported(stop), dropped=tuple(ids[start + len(stop) : seen])
+            )
             break
+        assert not completed
         # earliest emission: every id out as soon as no stop can still start at or before it
         assert flat(out) == ids[: provable(ids[:seen], stops, include)]
     else:
         subject.on_completed()
-        assert rec.finish == Finish(FinishReason.EOS)
+        found = batch_stop(ids, stops)  # no partial match can complete any more
+        if found is None:
+            assert rec.finish == Finish(FinishReason.EOS)
+        else:
+            start, stop = found
+            assert rec.finish == Finish(
+                FinishReason.STOP, stop=reported(stop), dropped=tuple(ids[start + len(stop) :])
+            )
     assert completed
     assert flat(out) == want
     for item in out:  # a Piece keeps each id's log-probability
@@ -134,7 +172,7 @@ def test_one_id_at_a_time_equals_one_item(ids: list[int], stops: Stops, include:
 
     single, f1 = run(list(ids))
     whole, f2 = run([tuple(ids)])
-    assert single == whole == reference(ids, stops, include)[0]
+    assert single == whole == reference(ids, stops, include)
     assert f1 is not None and f2 is not None and f1.stop == f2.stop and f1.reason == f2.reason
 
 
@@ -177,14 +215,50 @@ def test_held_ids_go_out_when_the_source_completes() -> None:
     assert rec.finish == Finish(FinishReason.EOS)
 
 
-def test_the_longest_stop_ending_on_an_id_wins() -> None:
+@pytest.mark.parametrize(
+    ("fourth", "result", "upstream", "finish"),
+    [
+        # 4 completes the stop that starts first: the cut is before 1
+        (4, "-------|", "^------!", Finish(FinishReason.STOP, stop=4)),
+        # anything else rules it out: the cut is before 2 ([2, 3]) and 1 goes out then
+        (5, "-------(a|)", "^------!", Finish(FinishReason.STOP, stop=3, dropped=(5,))),
+    ],
+)
+def test_an_earlier_start_that_may_still_complete_is_waited_for(
+    fourth: int, result: str, upstream: str, finish: Finish
+) -> None:
+    m = MarbleTest()
+    rec = FinishRecorder()
+    src = m.cold("-a-b-c-d-|", {"a": 1, "b": 2, "c": 3, "d": fourth})
+    # on 3 the [2, 3] match is complete, but [1, 2, 3, 4] starts earlier and may still complete
+    m.expect(src.pipe(stop_on_tokens([[1, 2, 3, 4], [2, 3]], on_finish=rec)), result, {"a": 1})
+    m.expect_subscriptions(src, upstream)
+    assert rec.finish == finish
+
+
+def test_at_one_start_the_longest_stop_wins_and_is_waited_for() -> None:
+    m = MarbleTest()
+    src = m.cold("-a-b-c-|", {"a": 1, "b": 2, "c": 5})
+    # [1, 2] is complete on 2 but [1, 2, 3] starts at the same id and is longer: the stream waits
+    # for it (with include_stop the ids of [1, 2] go out at once: they are emitted either way)
+    m.expect(src.pipe(stop_on_tokens([[1, 2], [1, 2, 3]], include_stop=True)), "-a-b-|", {"a": 1, "b": 2})
+    m.expect_subscriptions(src, "^----!")
     out: list[Any] = []
     rec = FinishRecorder()
     subject: Subject[Any] = Subject()
-    subject.pipe(stop_on_tokens([[3], [1, 2, 3]], on_finish=rec)).subscribe(out.append)
+    subject.pipe(stop_on_tokens([[1, 2], [1, 2, 3]], on_finish=rec)).subscribe(out.append)
     for i in (0, 1, 2, 3):
         subject.on_next(i)
     assert out == [0] and rec.finish == Finish(FinishReason.STOP, stop=3)
+    assert not subject.observers
+
+
+def test_a_completed_stop_still_waiting_ends_the_stream_when_the_source_completes() -> None:
+    m = MarbleTest()
+    rec = FinishRecorder()
+    src = m.cold("-a-b-c-|", {"a": 1, "b": 2, "c": 3})
+    m.expect(src.pipe(stop_on_tokens([[1, 2, 3, 4], [2, 3]], on_finish=rec)), "-------(a|)", {"a": 1})
+    assert rec.finish == Finish(FinishReason.STOP, stop=3)
 
 
 def test_cancel_reports_the_held_ids_as_dropped() -> None:
