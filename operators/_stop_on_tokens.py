@@ -45,7 +45,7 @@ def stop_on_tokens(
         token_ids: the stops: ids (ints >= 0) and non-empty sequences of ids.
         include_stop: also emit the stop: the stop id, or the whole stop sequence (then only
             ids after a completed stop that may still be undercut are held back).
-        on_finish: called once with ``Finish(STOP, stop=<id>)`` (for a sequence, its last id; its
+        on_finish: called once with ``Finish(STOP, stop=<id>)`` (for a sequence, the tuple of its ids; its
             ``dropped`` lists the ids received after the stop), also when the source completes
             while a completed stop waits, or ``eos`` when it completed without one,
             ``cancelled`` or ``error`` (then the ids held back are in ``dropped``).
@@ -162,9 +162,9 @@ class _Automaton:
         return children[s].get(i, 0)
 
 
-def _reported(stop: tuple[int, ...]) -> int:
-    """What ``Finish.stop`` carries for a stop: its last id."""
-    return stop[-1]
+def _reported(stop: tuple[int, ...]) -> int | tuple[int, ...]:
+    """What ``Finish.stop`` carries for a stop: the id of a one-id stop, else the sequence."""
+    return stop[0] if len(stop) == 1 else stop
 
 
 @overload

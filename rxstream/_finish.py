@@ -43,7 +43,9 @@ class Finish:
     Attributes:
         reason: why it ended.
         stop: the stop string or stop token id that matched, when ``reason`` is ``STOP``; for a
-            regular-expression stop rule a :class:`~rxstream.RegexStop` (the rule and the text).
+            stop id sequence the whole sequence as a tuple of ids (a stop one id long reports
+            the int); for a regular-expression stop rule a :class:`~rxstream.RegexStop` (the
+            rule and the text).
         error: the exception, when ``reason`` is ``ERROR``.
         dropped: token ids that entered but were not emitted: their text was cut off by a
             stop, or still held (by this stage or a linked stage above it) when the stream
@@ -51,7 +53,7 @@ class Finish:
     """
 
     reason: FinishReason
-    stop: str | int | RegexStop | None = None
+    stop: str | int | tuple[int, ...] | RegexStop | None = None
     error: BaseException | None = None
     dropped: tuple[int, ...] = ()
 

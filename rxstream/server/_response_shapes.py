@@ -20,15 +20,18 @@ KEEPALIVE = b": keep-alive\n\n"
 """A server-sent-events comment: clients ignore it, proxies see the stream is alive."""
 
 
-def finish_fields(finish: Finish | None) -> tuple[str | None, str | int | None]:
+def finish_fields(finish: Finish | None) -> tuple[str | None, str | int | list[int] | None]:
     """OpenAI's ``finish_reason`` and vLLM's ``stop_reason`` for how a generation ended.
 
-    A regular-expression stop gives the text it matched as ``stop_reason``.
+    A regular-expression stop gives the text it matched as ``stop_reason``; a stop id sequence
+    gives its ids as a list.
     """
     if finish is None:
         return "stop", None
     if finish.reason is FinishReason.STOP:
         stop = finish.stop
+        if isinstance(stop, tuple):
+            return "stop", list(stop)
         return "stop", stop.text if isinstance(stop, RegexStop) else stop
     return finish.openai_reason, None
 
@@ -191,7 +194,9 @@ class ChatOutput:
         return {"invalid_tool_calls": self.invalid} if self.invalid else None
 
 
-def chat_finish(gen: Generation, output: ChatOutput | None) -> tuple[str | None, str | int | None]:
+def chat_finish(
+    gen: Generation, output: ChatOutput | None
+) -> tuple[str | None, str | int | list[int] | None]:
     """``finish_reason`` and ``stop_reason``: ``tool_calls`` when the model made a valid tool call
     and the generation was not cut by its budget (or failed)."""
     reason, stop_reason = finish_fields(gen.recorder.finish)

@@ -30,9 +30,9 @@ def batch_stop(ids: list[int], stops: Stops) -> tuple[int, tuple[int, ...]] | No
     return None
 
 
-def reported(stop: tuple[int, ...]) -> int:
-    """``Finish.stop`` for a stop: its last id."""
-    return stop[-1]
+def reported(stop: tuple[int, ...]) -> int | tuple[int, ...]:
+    """``Finish.stop`` for a stop: the id of a one-id stop, else the whole sequence."""
+    return stop[0] if len(stop) == 1 else stop
 
 
 def reference(ids: list[int], stops: Stops, include: bool) -> list[int]:
@@ -188,7 +188,7 @@ def test_a_stop_sequence_holds_its_start_until_ruled_out_and_disposes_on_complet
         {"a": 5, "b": 2, "c": 3, "d": 7},
     )
     m.expect_subscriptions(src, "^------------!")
-    assert rec.finish == Finish(FinishReason.STOP, stop=4)
+    assert rec.finish == Finish(FinishReason.STOP, stop=(2, 3, 4))
 
 
 def test_a_stop_sequence_across_items_cuts_the_last_item_and_reports_the_rest() -> None:
@@ -198,7 +198,7 @@ def test_a_stop_sequence_across_items_cuts_the_last_item_and_reports_the_rest() 
     src = m.cold("-a-b-c-|", {"a": (5, 2), "b": [3, 4, 8], "c": 1})
     m.expect(src.pipe(stop_on_tokens([[2, 3, 4]], on_finish=rec)), "-a-|", {"a": (5,)})
     m.expect_subscriptions(src, "^--!")
-    assert rec.finish == Finish(FinishReason.STOP, stop=4, dropped=(8,))
+    assert rec.finish == Finish(FinishReason.STOP, stop=(2, 3, 4), dropped=(8,))
 
 
 def test_include_stop_emits_the_whole_sequence_and_holds_nothing() -> None:
@@ -220,9 +220,9 @@ def test_held_ids_go_out_when_the_source_completes() -> None:
     ("fourth", "result", "upstream", "finish"),
     [
         # 4 completes the stop that starts first: the cut is before 1
-        (4, "-------|", "^------!", Finish(FinishReason.STOP, stop=4)),
+        (4, "-------|", "^------!", Finish(FinishReason.STOP, stop=(1, 2, 3, 4))),
         # anything else rules it out: the cut is before 2 ([2, 3]) and 1 goes out then
-        (5, "-------(a|)", "^------!", Finish(FinishReason.STOP, stop=3, dropped=(5,))),
+        (5, "-------(a|)", "^------!", Finish(FinishReason.STOP, stop=(2, 3), dropped=(5,))),
     ],
 )
 def test_an_earlier_start_that_may_still_complete_is_waited_for(
@@ -250,7 +250,7 @@ def test_at_one_start_the_longest_stop_wins_and_is_waited_for() -> None:
     subject.pipe(stop_on_tokens([[1, 2], [1, 2, 3]], on_finish=rec)).subscribe(out.append)
     for i in (0, 1, 2, 3):
         subject.on_next(i)
-    assert out == [0] and rec.finish == Finish(FinishReason.STOP, stop=3)
+    assert out == [0] and rec.finish == Finish(FinishReason.STOP, stop=(1, 2, 3))
     assert not subject.observers
 
 
@@ -259,7 +259,7 @@ def test_a_completed_stop_still_waiting_ends_the_stream_when_the_source_complete
     rec = FinishRecorder()
     src = m.cold("-a-b-c-|", {"a": 1, "b": 2, "c": 3})
     m.expect(src.pipe(stop_on_tokens([[1, 2, 3, 4], [2, 3]], on_finish=rec)), "-------(a|)", {"a": 1})
-    assert rec.finish == Finish(FinishReason.STOP, stop=3)
+    assert rec.finish == Finish(FinishReason.STOP, stop=(2, 3))
 
 
 def test_cancel_reports_the_held_ids_as_dropped() -> None:
