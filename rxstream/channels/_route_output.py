@@ -98,6 +98,8 @@ class _RouteOutput:
             self._index = self._counts.get(self._chan, 0)
 
     def _event(self, rule: _Rule, text: str, out: list[Segment], token: Piece | None = None) -> None:
+        if text:
+            self._last = text[-1]
         spec = self.spec
         if rule.kind == "open":
             region = spec.regions[rule.region]

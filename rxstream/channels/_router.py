@@ -58,6 +58,7 @@ class Router(_RouteOutput):
         self._state = compiled.state(aligned, -1)
         self._tail = ""  # text fed to the matcher and not released yet
         self._pos = 0  # characters fed
+        self._last = ""  # the last character of the last delimiter (the next state's context)
         self._finished = False
         self._gating = compiled.initial >= 0  # the start gate is open (see the module docstring)
         self._gate: StopMatcher | RegexStopMatcher | None = None
@@ -115,7 +116,12 @@ class Router(_RouteOutput):
         self._update_channel()
         self._state = self.compiled.state(self.aligned, self._region)
         rules = self._state.rules
-        self._matcher = None if rules is None else make_stop_matcher(rules, owner=self.compiled.owner)
+        # the text routed so far is the context of the next state's delimiters: ``\A`` and ``^``
+        # mean the start of the stream, not of each state
+        context = self._last if self._pos > 0 else ""
+        self._matcher = (
+            None if rules is None else make_stop_matcher(rules, owner=self.compiled.owner, context=context)
+        )
         self._tail = ""
 
     # -- input ---------------------------------------------------------------------------------

@@ -120,7 +120,9 @@ class RegexScanner:
         steps: DFA steps taken (for complexity tests: at most ``(max(max_hold) + 1) * pos``).
     """
 
-    def __init__(self, rules: RegexRules, budget: RegexBudget | None = None) -> None:
+    def __init__(self, rules: RegexRules, budget: RegexBudget | None = None, *, context: str = "") -> None:
+        """``context``: the text just before the stream (its last character is what ``^``, ``\\A``
+        and ``\\b`` see before the first character; it is never part of a match)."""
         self.rules = rules
         self.budget = budget
         """What this stream may spend building the automaton (:class:`RegexBudget`); past it
@@ -129,8 +131,8 @@ class RegexScanner:
         self.pos = 0
         self.released = 0
         self.steps = 0
-        self._buf = ""  # the stream from _base on: one character of context, then the held text
-        self._base = 0
+        self._buf = context[-1:]  # the stream from _base on: one character of context, then the held text
+        self._base = -len(self._buf)
         # [start, state, best end, best rule, limit, later starts in the same state or None]
         self._runs: list[list[Any]] = []
         self._init: dict[str, State] = {}

@@ -144,13 +144,14 @@ class RegexStopMatcher:
         prompt: str = "",
         skip_initial: bool = False,
         owner: str = "stop",
+        context: str = "",
     ) -> None:
         if not isinstance(prompt, str):
             raise TypeError(f"{owner}: prompt must be a str, got {type(prompt).__name__}: {prompt!r}")
         self.rules = stops
         self.stops = stops.strings
         self.include_stop = bool(include_stop)
-        self._scanner = RegexScanner(stops.regex, stops.budget)
+        self._scanner = RegexScanner(stops.regex, stops.budget, context=context)
         self._prompt_len = len(prompt)
         self._protect = len(prompt)
         self._match: RegexMatch | None = None
@@ -254,8 +255,12 @@ def make_stop_matcher(
     prompt: str = "",
     skip_initial: bool = False,
     owner: str = "stop",
+    context: str = "",
 ) -> StopMatcher | RegexStopMatcher:
-    """A :class:`~rxstream.StopMatcher` or a :class:`RegexStopMatcher` for compiled rules."""
+    """A :class:`~rxstream.StopMatcher` or a :class:`RegexStopMatcher` for compiled rules
+    (``context``: the text before the stream, for a regex's assertions; never matched)."""
     if isinstance(rules, RegexStopRules):
-        return RegexStopMatcher(rules, include_stop, prompt=prompt, skip_initial=skip_initial, owner=owner)
+        return RegexStopMatcher(
+            rules, include_stop, prompt=prompt, skip_initial=skip_initial, owner=owner, context=context
+        )
     return StopMatcher(rules, include_stop, prompt=prompt, skip_initial=skip_initial, owner=owner)

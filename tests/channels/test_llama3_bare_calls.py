@@ -170,3 +170,12 @@ def test_a_chat_with_tools_reads_bare_calls_and_one_without_does_not(smollm2_tok
             ] and text == ""
         else:
             assert ends == [] and json.loads(text)["name"] == "get_weather"
+
+
+def test_a_bare_call_opens_only_at_the_start_of_the_answer() -> None:
+    """``\\A`` is the start of the stream, not of each router state: JSON after a tagged call's
+    end (or after any delimiter) is not a bare call."""
+    text = '<|python_tag|>{"name": "a", "parameters": {}}<|eom_id|>{"name": "b", "parameters": {}}'
+    for chunks in ([text], list(text)):
+        shown, calls, bad = run(WITH_TOOLS, chunks)
+        assert calls == [("a", {})] and shown == '{"name": "b", "parameters": {}}' and bad == []
