@@ -285,6 +285,8 @@ class PythonicRegion(PythonicValues):
         c = text[j]
         pos = base + j
         key = self.token
+        if not self._key_part():  # a key no schema allows is ruled out before what follows it
+            return j + 1
         if c not in WS_CHARS and c != "=":
             what = "a positional argument" if c in ",)" else "an expression"
             self.fail(pos, f"{what} ({key!r} followed by {c!r}): the arguments must be name=value")
@@ -292,7 +294,7 @@ class PythonicRegion(PythonicValues):
             self.fail(pos, f"{key!r} is a Python keyword, not an argument name")
         elif key in self.keys:
             self.fail(pos, f"keyword argument {key!r} repeated")
-        elif self._key_part() and self._check((KEY, self.tstart - 1, pos + 1, key, None)):
+        elif self._check((KEY, self.tstart - 1, pos + 1, key, None)):
             self.tracker.on((KEY, self.tstart - 1, pos + 1, key, None))
             top = self.stack[-1]
             self._delta((", " if top.count else "") + json.dumps(key) + ": ")

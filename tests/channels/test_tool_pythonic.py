@@ -355,3 +355,23 @@ def test_the_format_is_known_by_name_and_opens_a_forced_call() -> None:
 def test_detection(template: str, expected: str) -> None:
     found = detect_family(template)
     assert found is not None and found.name == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    body=st.text(alphabet="[](){}'\",=:.-+_ \n\\aTFNrueoxu0179eE", max_size=40),
+    cuts=st.lists(st.integers(0, 10_000), max_size=10),
+    with_tools=st.booleans(),
+)
+def test_any_text_is_calls_or_one_invalid_call_the_same_in_every_chunking(
+    body: str, cuts: list[int], with_tools: bool
+) -> None:
+    """Whatever the text, no error escapes and the chunking changes nothing; a region that
+    does not fail ends every call it starts."""
+    text = OPEN + "[get_weather(" + body + "<|python_end|>"
+    tools = TOOLS if with_tools else None
+    whole = normal(run([text], tools))
+    assert normal(run(split(text, cuts), tools)) == whole
+    assert normal(run(list(text), tools)) == whole
+    kinds = [e[0] for e in whole[0]]
+    assert kinds.count("invalid") == 1 or kinds.count("start") == kinds.count("end")
