@@ -41,6 +41,7 @@ from ._tool_parser import (
     ToolCallValue,
     compile_tools,
 )
+from ._tool_pythonic import PythonicCallFormat
 from ._tool_xml import XmlCallFormat
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "FieldRule",
     "JsonCallFormat",
     "MessageBuilder",
+    "PythonicCallFormat",
     "Region",
     "ResponseTemplate",
     "RouteSpec",

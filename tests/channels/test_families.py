@@ -89,6 +89,7 @@ def test_each_family_format_is_known_by_name() -> None:
         ("<think>", "deepseek-r1"),
         ("<tool_call>", "hermes"),
         ("<|python_tag|>", "llama3"),
+        ("<|header_start|>assistant<|header_end|>", "llama4"),
         ("plain", None),
         ("", None),
     ],
@@ -103,6 +104,7 @@ def test_forced_calls_open_in_each_family_format() -> None:
     assert family("hermes").forced_call("f") == '<tool_call>\n{"name": "f", "arguments": '
     assert family("mistral").forced_call("f") == '[TOOL_CALLS][{"name": "f", "arguments": '
     assert family("llama3").forced_call("f") == '<|python_tag|>{"name": "f", "parameters": '
+    assert family("llama4").forced_call("f") == "<|python_start|>[f("
     assert family("qwen3-coder").forced_call("f") == "<tool_call>\n<function=f>\n"
     assert family("glm-4.5").forced_call("f") == "<tool_call>f\n"
     assert family("glm-4.5").forced_call(None) == "<tool_call>"
