@@ -8,7 +8,7 @@ from typing import Any
 
 import reactivex
 from reactivex import Observable, abc
-from reactivex.disposable import Disposable
+from reactivex.disposable import Disposable, SingleAssignmentDisposable
 
 from rxstream._piece import Piece
 from rxstream.channels import Segment
@@ -105,12 +105,18 @@ def reporting_usage(
             send()
             observer.on_error(exc)
 
-        subscription = build(counts).subscribe(observer.on_next, on_error, on_completed, scheduler=scheduler)
+        # the source may end (and this be disposed) before ``subscribe`` returns: on another
+        # thread, or synchronously; the subscription is then disposed as soon as it is assigned
+        subscription = SingleAssignmentDisposable()
 
         def dispose() -> None:
             subscription.dispose()
             send()
 
-        return Disposable(dispose)
+        disposable = Disposable(dispose)
+        subscription.disposable = build(counts).subscribe(
+            observer.on_next, on_error, on_completed, scheduler=scheduler
+        )
+        return disposable
 
     return reactivex.create(subscribe)

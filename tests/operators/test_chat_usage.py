@@ -196,3 +196,26 @@ def test_disposal_reports_the_usage_once() -> None:
     sub.dispose()
     # the held ids count in the reasoning: the stream ended before their text was a delimiter
     assert reports == [TokenUsage(reasoning=1 + len(held), delimiters=len(opening))]
+
+
+def test_a_source_that_ends_the_chat_while_it_is_subscribed_is_still_disposed() -> None:
+    """The call ends the chat (``parallel_tool_calls=False``) while the source is still inside
+    ``subscribe`` (as a generation on another thread may be): its subscription is disposed once
+    it exists, which cancels the generation."""
+    tok = bytelevel()
+    ids = tok.encode(
+        '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>More', add_special_tokens=False
+    ).ids
+    disposed: list[bool] = []
+
+    def eager(observer: Any, _scheduler: Any = None) -> Any:
+        for i in ids:
+            observer.on_next(i)
+        observer.on_completed()
+        return rx.disposable.Disposable(lambda: disposed.append(True))
+
+    reports: list[TokenUsage] = []
+    plan = ChatPlan(QWEN3, parse_tools=True, parallel_tool_calls=False)
+    out: list[Any] = []
+    rx.create(eager).pipe(chat_pipeline(tok, plan, usage=reports.append)).subscribe(out.append)
+    assert disposed and isinstance(out[-1], ToolCallEnd) and 0 < reports[0].total < len(ids)
