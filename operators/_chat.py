@@ -15,6 +15,7 @@ from reactivex import operators as ops
 from rxstream._finish import FinishCallback
 from rxstream._piece import Piece, join_tokens
 from rxstream.channels import (
+    Router,
     RouteSpec,
     Segment,
     ToolCallDelta,
@@ -22,7 +23,7 @@ from rxstream.channels import (
     ToolCallInvalid,
     ToolCallStart,
 )
-from rxstream.chat import ChatItem, ChatPlan, TextDelta
+from rxstream.chat import Bucket, ChatItem, ChatPlan, TextDelta, TokenUsage
 from rxstream.text import (
     RegexReplaceRules,
     RegexStopRules,
@@ -33,6 +34,7 @@ from rxstream.text import (
 )
 
 from ._channels import channels
+from ._chat_usage import UsageCounter, reporting_usage
 from ._detokenize import detokenize
 from ._replace import replace
 from ._route import route
@@ -46,9 +48,10 @@ __all__ = ["chat_pipeline"]
 class _Spans:
     """Where the text of each routed piece lies in the routed text (one subscription's)."""
 
-    __slots__ = ("pieces", "pos", "taken")
+    __slots__ = ("counter", "pieces", "pos", "taken")
 
-    def __init__(self) -> None:
+    def __init__(self, counter: UsageCounter | None = None) -> None:
+        self.counter = counter  # counts each segment's ids in a bucket (usage asked)
         self.pieces: deque[tuple[int, int, Piece]] = deque()  # (start, end, piece) with tokens
         self.pos = 0  # characters fed to the router
         self.taken = 0  # characters of the segments out of it
@@ -72,6 +75,9 @@ class _Spans:
             parts.append(self.pieces.popleft())
             n -= parts[-1][2].size
         text = seg.text[cut:]
+        if self.counter is not None:  # ids whose text starts in the dropped whitespace: framing
+            lo = start + cut
+            self.counter.segment(seg, sum(p.size for a, _, p in parts if a < lo) if cut else 0)
         if not parts:
             return seg if not cut else seg._replace(text=text)
         lo, hi = start + cut, self.taken
@@ -134,13 +140,18 @@ def _trim_after_regions(
 
 
 def _routed(
-    text: reactivex.Observable[Any], spec: RouteSpec, prompt: str, content: str, aligned: bool
+    text: reactivex.Observable[Any],
+    spec: RouteSpec,
+    prompt: str,
+    content: str,
+    aligned: bool,
+    counter: UsageCounter | None = None,
 ) -> reactivex.Observable[Segment]:
     """``text`` routed by ``spec``, the answer's framing whitespace dropped (aligned: each text
-    segment with the tokens it holds whole)."""
+    segment with the tokens it holds whole; with ``counter``, each segment's ids counted)."""
 
     def per_subscription(_scheduler: Any) -> reactivex.Observable[Segment]:
-        spans = _Spans() if aligned else None
+        spans = _Spans(counter) if aligned else None
         source = text.pipe(ops.map(spans.record)) if spans is not None else text
         return source.pipe(route(spec, prompt=prompt), _trim_after_regions(content, spans))
 
@@ -156,6 +167,24 @@ def _delta(kind: Literal["content", "reasoning"]) -> Callable[[str | Piece], Tex
         return TextDelta(kind, item)
 
     return make
+
+
+def _deltas(
+    kind: Literal["content", "reasoning"], pieces: bool
+) -> Callable[[Observable[Any]], Observable[TextDelta]]:
+    """A channel's text items as :class:`TextDelta` values; without ``pieces`` (aligned only to
+    count the tokens), the text alone, as the unaligned pipeline gives it (no empty deltas)."""
+    if pieces:
+        return ops.map(_delta(kind))
+
+    def text_of(item: str | Piece) -> str:
+        return item.text if isinstance(item, Piece) else item
+
+    def apply(items: Observable[Any]) -> Observable[TextDelta]:
+        texts: Observable[str] = items.pipe(ops.map(text_of), ops.filter(bool))
+        return texts.pipe(ops.map(_delta(kind)))
+
+    return apply
 
 
 def _chunk_piece(seg: Segment) -> Piece | None:
@@ -187,6 +216,7 @@ def chat_pipeline(
     stop: StopRules | RegexStopRules | Sequence[Any] = (),
     replace: ReplaceRules | RegexReplaceRules | Sequence[Any] = (),
     on_finish: FinishCallback | None = None,
+    usage: Callable[[TokenUsage], None] | None = None,
 ) -> Callable[[Observable[TokenItem]], Observable[ChatItem]]:
     """The routed counterpart of :func:`text_pipeline`: the token ids of one chat generation to
     its items, routed by ``plan`` (:func:`rxstream.chat.plan_chat`; it must have a route) --
@@ -207,6 +237,12 @@ def chat_pipeline(
     reasoning's as routed. The tokens of delimiters (``<think>``, ``</think>``, ...), of tool
     calls and of the whitespace dropped after a region are in no delta.
 
+    ``usage`` is called once per subscription with a :class:`~rxstream.chat.TokenUsage`: every id
+    the pipeline received, in exactly one bucket (answer, reasoning, tool calls, delimiters;
+    SEMANTICS §10), before the completion or the error is passed on, or when the subscription is
+    disposed. Counting routes the text aligned; without ``plan.logprobs`` the items stay the
+    same as without ``usage`` (text deltas without pieces), only their cuts may differ.
+
     Marble diagram, with a byte-level tokenizer whose id ``n`` is the byte ``n`` and a route with
     ``<t>...</t>`` reasoning (the answer waits at ``<`` until ``</t>`` or other text decides)::
 
@@ -217,17 +253,42 @@ def chat_pipeline(
 
     Raises:
         ValueError: the plan has no route; bad ``stop`` or ``replace`` rules.
+        TypeError: ``usage`` is not callable.
     """
     spec = plan.spec
     if spec is None:
         raise ValueError("chat_pipeline: the plan has no route")
     stops = stop_rules_any(stop, owner="stop")
     rules = replace_rules_any(replace, owner="replace")
+    if usage is not None and not callable(usage):
+        raise TypeError(f"chat_pipeline: usage must be callable, got {type(usage).__name__}")
+    report = usage
+    buckets = _buckets(plan, spec)
+    initial = spec.initial if spec.initial is not None and not plan.route_prompt else spec.default
+    if report is not None and plan.route_prompt:  # the state at the prompt's end
+        initial = Router(spec, prompt=plan.route_prompt).channel
 
     def _chat_pipeline(ids: Observable[TokenItem]) -> Observable[ChatItem]:
-        return _routed_chat(ids, tokenizer, prompt_ids, plan, spec, stops, rules, on_finish)
+        if report is None:
+            return _routed_chat(ids, tokenizer, prompt_ids, plan, spec, stops, rules, on_finish)
+
+        def build(counter: UsageCounter) -> Observable[ChatItem]:
+            return _routed_chat(ids, tokenizer, prompt_ids, plan, spec, stops, rules, on_finish, counter)
+
+        return reporting_usage(build, lambda: UsageCounter(buckets, spec.default, initial), report)
 
     return _chat_pipeline
+
+
+def _buckets(plan: ChatPlan, spec: RouteSpec) -> dict[str, Bucket]:
+    """The bucket of each channel the pipeline shows (the others' text counts as delimiters)."""
+    out: dict[str, Bucket] = {}
+    if plan.parse_tools and (tool := plan.channel("tool_call")) is not None:
+        out[tool] = "tool_calls"
+    if (reasoning := plan.channel("reasoning")) is not None:
+        out[reasoning] = "reasoning"
+    out[plan.channel("content") or spec.default] = "content"
+    return out
 
 
 def _routed_chat(
@@ -239,8 +300,11 @@ def _routed_chat(
     stops: StopRules | RegexStopRules,
     rules: ReplaceRules | RegexReplaceRules,
     on_finish: FinishCallback | None,
+    counter: UsageCounter | None = None,
 ) -> Observable[ChatItem]:
-    aligned = plan.logprobs
+    aligned = plan.logprobs or counter is not None
+    if counter is not None:
+        ids = ids.pipe(ops.do_action(on_next=counter.enter))
     text: reactivex.Observable[Any] = ids.pipe(
         detokenize(
             tokenizer,
@@ -255,7 +319,7 @@ def _routed_chat(
     reasoning_channel = plan.channel("reasoning")
     tool_channel = plan.channel("tool_call") if plan.parse_tools else None
     names = [c for c in (content_channel, reasoning_channel, tool_channel) if c is not None]
-    views = _routed(text, spec, plan.route_prompt, content_channel, aligned).pipe(channels(*names))
+    views = _routed(text, spec, plan.route_prompt, content_channel, aligned, counter).pipe(channels(*names))
     answer: reactivex.Observable[Any] = (
         _channel_pieces(views.segments(content_channel)) if aligned else views[content_channel]
     )
@@ -263,12 +327,12 @@ def _routed_chat(
         answer = answer.pipe(stop(stops, on_finish=on_finish))
     if rules.pairs:
         answer = answer.pipe(replace(rules))
-    streams: list[reactivex.Observable[Any]] = [answer.pipe(ops.map(_delta("content")))]
+    streams: list[reactivex.Observable[Any]] = [answer.pipe(_deltas("content", plan.logprobs))]
     if reasoning_channel is not None:
         thoughts: reactivex.Observable[Any] = (
             _channel_pieces(views.segments(reasoning_channel)) if aligned else views[reasoning_channel]
         )
-        streams.append(thoughts.pipe(ops.map(_delta("reasoning"))))
+        streams.append(thoughts.pipe(_deltas("reasoning", plan.logprobs)))
     if tool_channel is not None:
         wanted = (ToolCallStart, ToolCallDelta, ToolCallEnd, ToolCallInvalid)
         calls = views.segments(tool_channel).pipe(

@@ -10,6 +10,8 @@
 - :func:`fallback_messages` / :func:`renders_tools` -- the tools in the prompt of a model whose
   template does not render them (:data:`FALLBACK`, how those calls are read).
 - :class:`TextDelta` -- answer or reasoning text of a routed chat.
+- :class:`TokenUsage` -- where a generation's tokens went (answer, reasoning, tool calls,
+  delimiters), as ``chat_pipeline(..., usage=...)`` reports it.
 
 The ``chat_pipeline`` operator (:mod:`rxstream.operators`) runs a plan on a generation's ids.
 """
@@ -24,15 +26,19 @@ from ._formats import (
     resolve_reasoning_format,
 )
 from ._plan import ChatPlan, UnsupportedChoice, plan_chat, tool_opening
+from ._usage import BUCKETS, Bucket, TokenUsage
 
 __all__ = [
+    "BUCKETS",
     "FALLBACK",
     "REASONING_FORMATS",
     "TOOL_INSTRUCTIONS",
     "TOOL_NAME",
+    "Bucket",
     "ChatItem",
     "ChatPlan",
     "TextDelta",
+    "TokenUsage",
     "ToolChoice",
     "UnsupportedChoice",
     "check_reasoning_format",

@@ -13,7 +13,7 @@ from .._finish import Finish, FinishOnce, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
 from .._piece import Piece
 from ..aio import to_async_iterable
-from ..chat import ChatPlan
+from ..chat import ChatPlan, TokenUsage
 from ..face import model_defaults
 from ._lanes import Lane
 from ._requests import GenerationRequest
@@ -54,10 +54,10 @@ def _generated_ids(
                 on_finish(Finish(FinishReason.CANCELLED))
 
         ids = ids.pipe(ops.take_until(until.pipe(ops.do_action(on_next=cancelled))))
-    if on_token is not None:
-        ids = ids.pipe(ops.do_action(on_next=on_token))
     if lane is not None:  # what follows runs in the lane, off the model's thread
         ids = ids.pipe(lane)
+    if on_token is not None:  # as the pipeline receives them: what a lane drops never counts
+        ids = ids.pipe(ops.do_action(on_next=on_token))
     return ids
 
 
@@ -84,8 +84,8 @@ def build_text_stream(
 
     ``on_finish`` receives the reports of the model and of the pipeline (pass a
     :class:`~rxstream.FinishRecorder` to learn why the request ended: the first report is the
-    cause); ``on_token`` sees each item the model emits (an id, or a piece with logprobs; on the
-    model's worker thread). ``scheduler`` runs the generation loop (default: the model's own
+    cause); ``on_token`` sees each item the pipeline receives (an id, or a piece with logprobs;
+    on the thread the pipeline runs on). ``scheduler`` runs the generation loop (default: the model's own
     pool). ``until`` ends the generation early when it emits (server shutdown): the ids stop there
     and the text completes normally, so the response ends cleanly. ``choice``: the index of this
     generation among the request's ``n`` (it samples with ``seed + choice``). ``ready`` (only for a
@@ -132,11 +132,13 @@ def build_chat_stream(
     choice: int = 0,
     ready: Callable[[], bool] | None = None,
     lane: Lane | None = None,
+    usage: Callable[[TokenUsage], None] | None = None,
 ) -> reactivex.Observable[Any]:
     """A chat request's items routed by ``plan`` (:func:`rxstream.operators.chat_pipeline`): answer
     and reasoning :class:`~rxstream.chat.TextDelta` items and tool-call events; the request's ``stop``
     and ``replace`` apply to the answer only. Arguments as for :func:`build_text_stream` (with
-    ``plan.logprobs`` the deltas carry their tokens and log-probabilities)."""
+    ``plan.logprobs`` the deltas carry their tokens and log-probabilities); ``usage`` gets the
+    generation's :class:`~rxstream.chat.TokenUsage` at its end."""
     ids = _generated_ids(
         model,
         prompt_ids,
@@ -159,6 +161,7 @@ def build_chat_stream(
             stop=request.stop,
             replace=request.replace,
             on_finish=on_finish,
+            usage=usage,
         )
     )
 
@@ -236,6 +239,9 @@ class Generation:
         """The index of this generation among the request's ``n`` choices."""
         self.recorder = FinishRecorder()
         self.tokens = 0
+        """The ids the pipeline received so far (what ``completion_tokens`` counts)."""
+        self.usage: TokenUsage | None = None
+        """A routed generation's buckets, set at its end (see :attr:`token_usage`)."""
         self.error: Exception | None = None
         self._count_end = FinishOnce(lambda f: state.stats.generation_ended(f.reason, self.tokens))
 
@@ -250,6 +256,17 @@ class Generation:
         else:
             reason = finish.reason if finish is not None else FinishReason.CANCELLED
         self._count_end(Finish(reason))
+
+    def _on_usage(self, usage: TokenUsage) -> None:
+        self.usage = usage
+
+    @property
+    def token_usage(self) -> TokenUsage:
+        """Where the generation's tokens went: a routed chat's buckets once it ended (a plain
+        generation's are all answer text), else the tokens so far as answer text."""
+        if self.usage is not None:
+            return self.usage
+        return TokenUsage(content=self.tokens)
 
     @property
     def routed(self) -> bool:
@@ -286,7 +303,14 @@ class Generation:
                     "lane": lane,
                 }
                 source: reactivex.Observable[Any] = (
-                    build_chat_stream(self.state.model, self.prompt_ids, self.request, self.plan, **common)
+                    build_chat_stream(
+                        self.state.model,
+                        self.prompt_ids,
+                        self.request,
+                        self.plan,
+                        usage=self._on_usage,
+                        **common,
+                    )
                     if self.routed
                     else build_text_stream(self.state.model, self.prompt_ids, self.request, **common)
                 )

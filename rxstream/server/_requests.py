@@ -45,7 +45,10 @@ class GenerationRequest:
         prompt_ids: the prompt as token ids (completions given ids), or None.
         messages: the chat messages (chat), or None.
         stream: whether to answer with server-sent events.
-        include_usage: ``stream_options.include_usage``.
+        include_usage: ``stream_options.include_usage`` (or ``continuous_usage_stats``): a last
+            chunk with the usage.
+        continuous_usage: ``stream_options.continuous_usage_stats`` (vLLM's): the usage so far
+            on every chunk.
         max_tokens: the token budget.
         sampling: the sampling fields the request gave (those of :meth:`SamplingParams.table`
             with a request name, by field name), checked; the model's defaults fill in the rest
@@ -78,6 +81,7 @@ class GenerationRequest:
     parallel_tool_calls: bool = True
     n: int = 1
     logprobs: int | None = None
+    continuous_usage: bool = False
 
     def sampling_params(self, defaults: SamplingParams, choice: int = 0) -> SamplingParams:
         """The request's sampling over the served model's ``defaults``, with its budget; choice
@@ -251,14 +255,21 @@ def _parse_logprobs(body: Mapping[str, Any], chat: bool, limits: ServerLimits) -
     return _int(body, "logprobs", None, 0, top)
 
 
-def _parse_stream_options(body: Mapping[str, Any]) -> bool:
-    """``stream_options.include_usage``."""
+def _parse_stream_options(body: Mapping[str, Any]) -> tuple[bool, bool]:
+    """``stream_options``: ``include_usage`` and vLLM's ``continuous_usage_stats`` (which implies
+    it); other keys are ignored."""
     options = body.get("stream_options")
     if options is None:
-        return False
-    if not isinstance(options, Mapping) or not isinstance(options.get("include_usage", False), bool):
-        raise RequestError("'stream_options' must be {\"include_usage\": bool}", param="stream_options")
-    return bool(options.get("include_usage", False))
+        return False, False
+    if not isinstance(options, Mapping):
+        raise RequestError("'stream_options' must be an object", param="stream_options")
+    flags = []
+    for key in ("include_usage", "continuous_usage_stats"):
+        value = options.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise RequestError(f"'stream_options.{key}' must be a boolean", param="stream_options")
+        flags.append(bool(value))
+    return flags[0] or flags[1], flags[1]
 
 
 def _parse_stop(body: Mapping[str, Any], limits: ServerLimits) -> tuple[str, ...]:
@@ -292,7 +303,7 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         raise RequestError(f"the request body must be a JSON object, got {type(body).__name__}")
     _parse_fields(body, chat)
     stream = _bool(body, "stream")
-    include_usage = _parse_stream_options(body)
+    include_usage, continuous_usage = _parse_stream_options(body)
     prompt: str | None = None
     prompt_ids: tuple[int, ...] | None = None
     messages: tuple[dict[str, Any], ...] | None = None
@@ -323,6 +334,7 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         messages=messages,
         stream=stream,
         include_usage=include_usage,
+        continuous_usage=continuous_usage,
         max_tokens=max_tokens,
         stop=stop,
         replace=replace_compiled,

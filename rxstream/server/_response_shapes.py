@@ -8,13 +8,22 @@ from typing import Any
 
 from .._finish import Finish, FinishReason
 from .._piece import Piece
-from ..chat import TextDelta
+from ..chat import TextDelta, TokenUsage
 from ..text import RegexStop
 from ._errors import generation_error
 from ._generation import Generation
 from ._logprobs import ChatLogprobs, CompletionLogprobs, TokenNames
 
-__all__ = ["KEEPALIVE", "ChatOutput", "chat_finish", "chunk_base", "error_event", "finish_fields", "usage"]
+__all__ = [
+    "KEEPALIVE",
+    "ChatOutput",
+    "chat_finish",
+    "chunk_base",
+    "error_event",
+    "finish_fields",
+    "total_usage",
+    "usage",
+]
 
 KEEPALIVE = b": keep-alive\n\n"
 """A server-sent-events comment: clients ignore it, proxies see the stream is alive."""
@@ -41,13 +50,25 @@ def chunk_base(kind: str, rid: str, created: int, model: str) -> dict[str, Any]:
     return {"id": rid, "object": kind, "created": created, "model": model}
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    """The ``usage`` object."""
-    return {
+def usage(prompt_tokens: int, completion: TokenUsage | int) -> dict[str, Any]:
+    """The ``usage`` object: OpenAI's counts, ``completion_tokens_details.reasoning_tokens`` and
+    the ``rxstream`` buckets of the completion's tokens (SEMANTICS §10: they add up to
+    ``completion_tokens``); a bare count (the usage so far) gives OpenAI's three counts only."""
+    tokens = completion if isinstance(completion, int) else completion.total
+    out: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": tokens,
+        "total_tokens": prompt_tokens + tokens,
     }
+    if isinstance(completion, TokenUsage):
+        out["completion_tokens_details"] = {"reasoning_tokens": completion.reasoning}
+        out["rxstream"] = completion.as_dict()
+    return out
+
+
+def total_usage(gens: Sequence[Generation]) -> dict[str, Any]:
+    """The ``usage`` of a request's generations (one prompt; the completions' buckets summed)."""
+    return usage(len(gens[0].prompt_ids), sum((g.token_usage for g in gens), TokenUsage()))
 
 
 def error_event(exc: BaseException) -> dict[str, Any]:

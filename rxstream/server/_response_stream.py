@@ -20,6 +20,7 @@ from ._response_shapes import (
     chat_finish,
     chunk_base,
     error_event,
+    total_usage,
     usage,
 )
 from ._sse import sse
@@ -30,9 +31,12 @@ __all__ = ["stream_events"]
 class _Chunks:
     """The stream chunks of one response (``chat.completion.chunk`` or ``text_completion``)."""
 
-    def __init__(self, gen: Generation, rid: str, created: int, model_name: str) -> None:
+    def __init__(self, gens: Sequence[Generation], rid: str, created: int, model_name: str) -> None:
+        gen = gens[0]
+        self.gens = gens
         self.chat = gen.request.chat
         self.include_usage = gen.request.include_usage
+        self.continuous_usage = gen.request.continuous_usage
         kind = "chat.completion.chunk" if self.chat else "text_completion"
         self.base = chunk_base(kind, rid, created, model_name)
 
@@ -63,9 +67,18 @@ class _Chunks:
             choice["stop_reason"] = stop_reason
         if extension is not None:
             choice["rxstream"] = extension
+        if self.continuous_usage:  # vLLM: the usage so far on every chunk
+            so_far = usage(len(self.gens[0].prompt_ids), sum(g.tokens for g in self.gens))
+            return sse({**self.base, "choices": [choice], "usage": so_far})
         if self.include_usage:  # OpenAI: "usage": null on all chunks but the last
             return sse({**self.base, "choices": [choice], "usage": None})
         return sse({**self.base, "choices": [choice]})
+
+    def usage_chunk(self) -> bytes | None:
+        """The last chunk, with the whole request's usage (when asked)."""
+        if not self.include_usage:
+            return None
+        return sse({**self.base, "choices": [], "usage": total_usage(self.gens)})
 
 
 async def stream_events(
@@ -81,9 +94,11 @@ async def stream_events(
 
     Each chunk carries one choice (its ``index``), in the order the text comes, as OpenAI
     streams ``n > 1``; each choice ends with its own chunk with its ``finish_reason``. A
-    ``: keep-alive`` comment goes out after ``keepalive`` seconds of silence.
+    ``: keep-alive`` comment goes out after ``keepalive`` seconds of silence. With
+    ``include_usage`` the usage chunk goes out last however the stream ends (before the
+    ``error`` event of a generation that failed).
     """
-    chunk = _Chunks(gens[0], rid, created, model_name)
+    chunk = _Chunks(gens, rid, created, model_name)
     shapes = [_logprobs_of(g, names) for g in gens]
     outputs = [_chat_output(g, names) for g in gens]
     if chunk.chat:
@@ -122,9 +137,13 @@ async def stream_events(
                 else:
                     raise value
     except Exception as exc:
+        # every choice has ended here (closing the merge disposed the others): usage adds up
+        closing = chunk.usage_chunk()
+        if closing is not None:
+            yield closing
         yield sse(error_event(exc))
         return
-    if chunk.include_usage:
-        total = usage(len(gens[0].prompt_ids), sum(g.tokens for g in gens))
-        yield sse({**chunk.base, "choices": [], "usage": total})
+    closing = chunk.usage_chunk()
+    if closing is not None:
+        yield closing
     yield sse("[DONE]")

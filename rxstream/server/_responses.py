@@ -23,6 +23,7 @@ from ._response_shapes import (
     chunk_base,
     error_event,
     finish_fields,
+    total_usage,
     usage,
 )
 from ._response_stream import stream_events
@@ -38,6 +39,7 @@ __all__ = [
     "error_event",
     "finish_fields",
     "stream_events",
+    "total_usage",
     "usage",
 ]
 
@@ -120,5 +122,5 @@ def completion_body(
         choices.append(choice)
     kind = "chat.completion" if chat else "text_completion"
     body = {**chunk_base(kind, rid, created, model_name), "choices": choices}
-    body["usage"] = usage(len(results[0].gen.prompt_ids), sum(r.gen.tokens for r in results))
+    body["usage"] = total_usage([r.gen for r in results])
     return body

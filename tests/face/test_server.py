@@ -621,6 +621,16 @@ def test_stream_chunks_follow_the_openai_schema(
             "prompt_tokens",
             "completion_tokens",
             "total_tokens",
+            "completion_tokens_details",
+            "rxstream",
+        }
+        spent = last["usage"]
+        assert spent["completion_tokens_details"] == {"reasoning_tokens": 0}  # not routed: all answer
+        assert spent["rxstream"] == {
+            "content": spent["completion_tokens"],
+            "reasoning": 0,
+            "tool_calls": 0,
+            "delimiters": 0,
         }
         assert last["id"] == chunks[0]["id"]
     assert chunks
