@@ -4,6 +4,7 @@ anywhere, give the same text, reasoning, tool calls, finish and usage."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -359,3 +360,34 @@ def test_the_recordings_are_events_of_the_official_sdks_types(name: str) -> None
         head, data = block.split("\n")
         event = adapter.validate_json(data.removeprefix("data: "))
         assert head == f"event: {event.type}"
+
+
+def test_responses_logprobs_give_pieces_and_broken_arguments_an_invalid_call() -> None:
+    from rxstream import Piece
+    from rxstream.channels import ToolCallInvalid
+
+    lp = [{"token": "Hi", "logprob": -0.25, "top_logprobs": [{"token": "Hi", "logprob": -0.25}]}]
+    text = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"m",'
+    text += b'"output_index":0,"content_index":0,"delta":"Hi","sequence_number":1,"logprobs":'
+    text += json.dumps(lp).encode() + b"}\n\n"
+    call = (
+        b'event: response.output_item.added\ndata: {"type":"response.output_item.added","output_index":1,'
+        b'"sequence_number":2,"item":{"type":"function_call","id":"fc","call_id":"c1","name":"f",'
+        b'"arguments":""}}\n\n'
+        b"event: response.function_call_arguments.delta\n"
+        b'data: {"type":"response.function_call_arguments.delta",'
+        b'"item_id":"fc","output_index":1,"delta":"{\\"a\\": ","sequence_number":3}\n\n'
+    )
+    end = b'event: response.completed\ndata: {"type":"response.completed","sequence_number":4,"response":{}}\n\n'
+    with remote_server() as (url, double), OpenAIBackend(url, api="responses") as backend:
+        double.chunks = [text, end]
+        pieces, err = run(backend.chat(USER, pieces=True))
+        assert err is None and pieces == [Piece("Hi", (), (-0.25,), (((("Hi", -0.25),),)), ("Hi",))]
+        double.chunks = [call, end]
+        items, err = run(backend.chat(USER, channels=True))
+    assert err is None and items[:2] == [ToolCallStart(0, "c1", "f"), ToolCallDelta(0, '{"a": ')]
+    assert (
+        isinstance(items[2], ToolCallInvalid)
+        and items[2].raw == '{"a": '
+        and "invalid JSON" in items[2].error
+    )
