@@ -378,7 +378,8 @@ def test_responses_logprobs_give_pieces_and_broken_arguments_an_invalid_call() -
         b'data: {"type":"response.function_call_arguments.delta",'
         b'"item_id":"fc","output_index":1,"delta":"{\\"a\\": ","sequence_number":3}\n\n'
     )
-    end = b'event: response.completed\ndata: {"type":"response.completed","sequence_number":4,"response":{}}\n\n'
+    end = b'event: response.completed\ndata: {"type":"response.completed","sequence_number":4,'
+    end += b'"response":{}}\n\n'
     with remote_server() as (url, double), OpenAIBackend(url, api="responses") as backend:
         double.chunks = [text, end]
         pieces, err = run(backend.chat(USER, pieces=True))
