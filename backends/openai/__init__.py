@@ -31,6 +31,19 @@ carry ids. Ask the server for them with the request parameters it understands (`
 ``logprobs=True, top_logprobs=5``). Log-probabilities that cannot be paired one-to-one with the
 tokens are dropped (``Piece.logprobs`` is then None).
 
+Three chat APIs (``OpenAIBackend(url, api=...)``): ``"chat"`` (Chat Completions), ``"responses"``
+(OpenAI's Responses API: ``response.output_text.delta``, ``response.reasoning_text.delta`` /
+``response.reasoning_summary_text.delta``, ``function_call`` items and their
+``response.function_call_arguments.delta`` events, ``response.completed`` / ``incomplete`` /
+``failed``) and ``"messages"`` (Anthropic's Messages API: ``text_delta``, ``thinking_delta``,
+``tool_use`` blocks and their ``input_json_delta`` events, ``message_delta.stop_reason``) give the
+same outputs: the answer's text (``chat(...)``), or with ``chat(..., channels=True)`` the reasoning
+and answer as ``Segment`` chunks and the tool calls as ``ToolCallStart`` / ``ToolCallDelta`` /
+``ToolCallEnd`` events (what ``route`` and ``tool_calls`` give for a local model); the finish
+(``max_output_tokens`` and ``max_tokens`` are ``LENGTH``, a ``stop_sequence`` is ``STOP``, the
+rest ``EOS``) and, with ``usage=``, the server's token counts as a :class:`RemoteUsage`. Error
+events and HTTP errors in each API's own shape become a one-line :class:`OpenAIBackendError`.
+
 Needs the ``openai`` extra (``pip install 'rxstream[openai]'``: httpx); importing this package
 without it raises a one-line :class:`~rxstream._extras.MissingExtraError`.
 """
@@ -41,5 +54,6 @@ require_extra("rxstream.backends.openai", "openai")
 
 from ._backend import OpenAIBackend
 from ._errors import OpenAIBackendError
+from ._outputs import RemoteUsage
 
-__all__ = ["OpenAIBackend", "OpenAIBackendError"]
+__all__ = ["OpenAIBackend", "OpenAIBackendError", "RemoteUsage"]

@@ -1,9 +1,10 @@
-"""The backend object (:class:`OpenAIBackend`): a connection pool and the two endpoints."""
+"""The backend object (:class:`OpenAIBackend`): a connection pool, the completions endpoint and
+a chat in one of three APIs (Chat Completions, Responses, Messages)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, overload
 
 import httpx
@@ -13,9 +14,15 @@ from reactivex.disposable import Disposable
 
 from rxstream._finish import FinishCallback
 from rxstream._piece import Piece
+from rxstream.channels import Segment, ToolCallEvent
 from rxstream.detok import TokenBytes
 
-from ._stream import StreamRequest
+from ._chat_reader import ChatReader
+from ._messages import MessagesReader
+from ._outputs import Outputs, RemoteUsage
+from ._request import API, APIS, chat_request, headers_for
+from ._responses import ResponsesReader
+from ._stream import Reader, StreamRequest
 
 __all__ = ["OpenAIBackend"]
 
@@ -25,7 +32,13 @@ class OpenAIBackend:
 
     Args:
         base_url: e.g. ``"http://127.0.0.1:8000/v1"``.
-        api_key: sent as ``Authorization: Bearer <api_key>`` when given.
+        api: the API :meth:`chat` speaks: ``"chat"`` (the default: ``POST /chat/completions``),
+            ``"responses"`` (OpenAI's Responses API, ``POST /responses``) or ``"messages"``
+            (Anthropic's Messages API, ``POST /messages``, for ``https://api.anthropic.com/v1`` and
+            the servers that speak it). The items, the finish and the usage are the same for all.
+        api_key: sent as ``Authorization: Bearer <api_key>`` when given (``x-api-key`` with
+            ``api="messages"``, which also sends ``anthropic-version: 2023-06-01``; a header of
+            that name in ``headers`` replaces it).
         model: the ``model`` field of each request (a request parameter ``model=`` overrides it);
             None (the default) sends none, which servers of one model (``rxstream serve``, vLLM,
             llama.cpp) answer with that model; OpenAI itself needs one.
@@ -45,6 +58,7 @@ class OpenAIBackend:
         self,
         base_url: str,
         *,
+        api: API = "chat",
         api_key: str | None = None,
         model: str | None = None,
         timeout: float = 60.0,
@@ -58,11 +72,12 @@ class OpenAIBackend:
             raise ValueError(f"OpenAIBackend: model must be a non-empty str, got {model!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise ValueError(f"OpenAIBackend: timeout must be a positive number, got {timeout!r}")
+        if api not in APIS:
+            raise ValueError(f"OpenAIBackend: api must be one of {', '.join(APIS)}, got {api!r}")
         self.base_url = base_url.rstrip("/")
+        self.api: API = api
         self.model = model
-        all_headers = {"Accept": "text/event-stream"}
-        if api_key is not None:
-            all_headers["Authorization"] = f"Bearer {api_key}"
+        all_headers = {"Accept": "text/event-stream", **headers_for(api, api_key)}
         all_headers.update(headers or {})
         self._client = httpx.Client(headers=all_headers, timeout=httpx.Timeout(timeout), transport=transport)
         self._vocab = None if tokenizer is None else TokenBytes(tokenizer)
@@ -117,6 +132,10 @@ class OpenAIBackend:
         ``seed``, server extensions such as ``rxstream={"replace": {...}}``). Items are text
         deltas, or :class:`~rxstream.Piece` items with ``pieces=True``.
         """
+        if self.api == "messages":
+            raise ValueError(
+                "OpenAIBackend.completions: the Messages API (api='messages') has no completions"
+            )
         if not isinstance(prompt, str) and not (
             isinstance(prompt, Sequence) and all(isinstance(i, int) for i in prompt)
         ):
@@ -126,7 +145,16 @@ class OpenAIBackend:
             **params,
             "prompt": prompt if isinstance(prompt, str) else list(prompt),
         }
-        return self._stream("/completions", body, "completions", pieces, on_finish, scheduler)
+        body["stream"] = True
+        vocab = self._vocab
+        return self._stream(
+            "/completions",
+            body,
+            lambda: ChatReader("completions", Outputs(False), pieces, vocab),
+            on_finish,
+            None,
+            scheduler,
+        )
 
     @overload
     def chat(
@@ -134,6 +162,8 @@ class OpenAIBackend:
         messages: Sequence[Mapping[str, Any]],
         *,
         pieces: Literal[False] = False,
+        channels: Literal[False] = False,
+        usage: Callable[[RemoteUsage], None] | None = None,
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
         **params: Any,
@@ -145,44 +175,97 @@ class OpenAIBackend:
         messages: Sequence[Mapping[str, Any]],
         *,
         pieces: Literal[True],
+        channels: Literal[False] = False,
+        usage: Callable[[RemoteUsage], None] | None = None,
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
         **params: Any,
     ) -> reactivex.Observable[Piece]: ...
+
+    @overload
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        pieces: Literal[False] = False,
+        channels: Literal[True],
+        usage: Callable[[RemoteUsage], None] | None = None,
+        on_finish: FinishCallback | None = None,
+        scheduler: abc.SchedulerBase | None = None,
+        **params: Any,
+    ) -> reactivex.Observable[Segment | ToolCallEvent]: ...
 
     def chat(
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
         pieces: bool = False,
+        channels: bool = False,
+        usage: Callable[[RemoteUsage], None] | None = None,
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
         **params: Any,
-    ) -> reactivex.Observable[str] | reactivex.Observable[Piece]:
-        """Stream ``POST /chat/completions`` for ``messages`` (``[{"role": ..., "content": ...}]``).
+    ) -> (
+        reactivex.Observable[str]
+        | reactivex.Observable[Piece]
+        | reactivex.Observable[Segment | ToolCallEvent]
+    ):
+        """Stream a chat for ``messages`` (``[{"role": ..., "content": ...}]``) in the
+        backend's ``api``: ``POST /chat/completions``, ``/responses`` or ``/messages``.
 
-        ``params`` as for :meth:`completions`; items are the assistant's content deltas.
+        ``params`` are added to the request body as for :meth:`completions`, in Chat Completions
+        terms where the APIs differ (see the package's documentation): leading system messages
+        become ``instructions`` / ``system``, ``max_tokens`` becomes ``max_output_tokens``
+        (Responses; the Messages API needs it), ``stop`` becomes ``stop_sequences`` (Messages),
+        function ``tools`` and ``tool_choice`` take each API's form.
+
+        Items are the answer's text deltas (reasoning and tool calls are left out), or
+        :class:`~rxstream.Piece` items with ``pieces=True`` (Chat Completions and Responses). With
+        ``channels=True`` they are what ``route`` and ``tool_calls`` give for a local model:
+        ``Segment("reasoning" | "content", "chunk", text)`` and, per tool call,
+        :class:`~rxstream.channels.ToolCallStart`, its :class:`~rxstream.channels.ToolCallDelta`
+        items and a :class:`~rxstream.channels.ToolCallEnd` (or
+        :class:`~rxstream.channels.ToolCallInvalid` when its arguments are not a JSON object).
+        ``usage`` is called with a :class:`RemoteUsage` before the stream completes, when the
+        server reported one (Chat Completions is asked for it with ``stream_options``).
         """
         if isinstance(messages, str | bytes) or not all(isinstance(m, Mapping) for m in messages):
             raise TypeError(f"OpenAIBackend.chat: messages must be a sequence of mappings, got {messages!r}")
-        body = {**self._model_field(), **params, "messages": [dict(m) for m in messages]}
-        return self._stream("/chat/completions", body, "chat", pieces, on_finish, scheduler)
+        if pieces and (channels or self.api == "messages"):
+            why = "channels=True" if channels else "the Messages API"
+            raise ValueError(f"OpenAIBackend.chat: pieces=True does not go with {why}")
+        if usage is not None and not callable(usage):
+            raise TypeError(f"OpenAIBackend.chat: usage must be callable, got {type(usage).__name__}")
+        path, body = chat_request(self.api, messages, params, self.model)
+        if usage is not None and self.api == "chat" and "stream_options" not in params:
+            body["stream_options"] = {"include_usage": True}
+        api, vocab = self.api, self._vocab
+
+        def make_reader() -> Reader:
+            outputs = Outputs(channels)
+            if api == "chat":
+                return ChatReader("chat", outputs, pieces, vocab)
+            if api == "responses":
+                return ResponsesReader(outputs, pieces, vocab)
+            return MessagesReader(outputs)
+
+        return self._stream(path, body, make_reader, on_finish, usage, scheduler)
 
     def _stream(
         self,
         path: str,
         body: dict[str, Any],
-        kind: Literal["completions", "chat"],
-        pieces: bool,
+        make_reader: Callable[[], Reader],
         on_finish: FinishCallback | None,
+        on_usage: Callable[[RemoteUsage], None] | None,
         scheduler: abc.SchedulerBase | None,
     ) -> reactivex.Observable[Any]:
         url = self.base_url + path
-        body = {**body, "stream": True}
         client = self._client
 
         def subscribe(observer: abc.ObserverBase[Any], _sched: abc.SchedulerBase | None = None) -> Disposable:
-            request = StreamRequest(client, url, body, kind, pieces, observer, on_finish, self._vocab)
+            reader = make_reader()
+            request = StreamRequest(client, url, body, reader, observer, on_finish, on_usage)
             if scheduler is not None:
                 scheduler.schedule(lambda _s, _st: request.run())
             else:

@@ -7,20 +7,36 @@ import contextlib
 import json
 import socket
 import threading
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import httpx
 from reactivex import abc
 
 from rxstream import Finish, FinishCallback, FinishOnce, FinishReason
-from rxstream._piece import Piece
-from rxstream.detok import TokenBytes
 
-from ._errors import OpenAIBackendError
-from ._events import choice_tokens, map_finish, sse_events
+from ._errors import OpenAIBackendError, RemoteError, error_line, one_line
+from ._events import sse_events
+from ._outputs import Outputs, RemoteUsage
 
-__all__ = ["StreamRequest"]
+__all__ = ["Reader", "StreamRequest"]
+
+
+class Reader(Protocol):
+    """What reads one API's events (``ChatReader``, ``ResponsesReader``, ``MessagesReader``)."""
+
+    END: str  # what the stream must reach, for the error when it ends before
+    outputs: Outputs
+
+    @property
+    def ended(self) -> bool: ...  # the stream may end now
+
+    @property
+    def finish(self) -> Finish | None: ...
+
+    def saw_done(self) -> None: ...  # a ``data: [DONE]`` event
+
+    def read(self, data: str, event: Mapping[str, Any]) -> bool: ...  # True: the last event
 
 
 class _Failed(Exception):
@@ -40,25 +56,22 @@ class StreamRequest:
         client: httpx.Client,
         url: str,
         body: dict[str, Any],
-        kind: Literal["completions", "chat"],
-        pieces: bool,
+        reader: Reader,
         observer: abc.ObserverBase[Any],
         on_finish: FinishCallback | None,
-        vocab: TokenBytes | None = None,
+        on_usage: Callable[[RemoteUsage], None] | None = None,
     ) -> None:
-        self.vocab = vocab
         self.client = client
         self.url = url
         self.body = body
-        self.kind = kind
-        self.pieces = pieces
+        self.reader = reader
+        self.outputs = reader.outputs
+        self.on_usage = on_usage
         self.observer = observer
         self.report = FinishOnce(on_finish)
         self._lock = threading.Lock()
         self._disposed = False
         self._sock: socket.socket | None = None
-        self._finish_reason: str | None = None
-        self._stop_reason: object = None
 
     # -- disposal ----------------------------------------------------------------------------
     def dispose(self) -> None:
@@ -114,15 +127,14 @@ class StreamRequest:
                     return
                 if response.status_code >= 400:
                     text = response.read().decode("utf-8", "replace")
-                    message = f"OpenAIBackend: POST {url} returned HTTP {response.status_code}: {text[:1000]}"
+                    line = error_line(text) or one_line(text)
+                    message = f"OpenAIBackend: POST {url} returned HTTP {response.status_code}: {line}"
                     raise self._fail(message, status=response.status_code)
                 done = self._read_events(response)
                 if self._disposed:
                     return
-                if not done and self._finish_reason is None:
-                    raise self._fail(
-                        f"OpenAIBackend: the stream from {url} ended before a finish_reason or [DONE]"
-                    )
+                if not done:
+                    raise self._fail(f"OpenAIBackend: the stream from {url} ended before {self.reader.END}")
         except _Failed:
             return
         except httpx.HTTPError as exc:
@@ -133,65 +145,45 @@ class StreamRequest:
             if not self._disposed:
                 self._fail(f"OpenAIBackend: POST {url}: unexpected {type(exc).__name__}: {exc}")
             return
-        if self.report(map_finish(self._finish_reason, self._stop_reason)):
+        finish = self.reader.finish
+        if finish is None:  # pragma: no cover - a reader that ended has a finish
+            finish = Finish(FinishReason.EOS)
+        if self.outputs.usage is not None and self.on_usage is not None and not self._disposed:
+            try:
+                self.on_usage(self.outputs.usage)
+            except Exception as exc:
+                self._fail(f"OpenAIBackend: the usage callback failed: {type(exc).__name__}: {exc}")
+                return
+        if self.report(finish):
             self.observer.on_completed()
 
     def _read_events(self, response: httpx.Response) -> bool:
-        """Emit the items of each event until ``[DONE]`` (returns True) or the stream's end."""
+        """Emit the items of each event until the reader's end, ``[DONE]`` or the stream's end
+        (returns True when the stream may end there)."""
         for data in sse_events(response.iter_lines()):
             if self._disposed:
                 return False
             if data.strip() == "[DONE]":
-                return True
-            items = self._items(data)
-            for item in items:  # outside the parsing: a subscriber's error is not the event's
+                self.reader.saw_done()
+                return self.reader.ended
+            stop = self._read(data)
+            for item in self.outputs.take():  # outside the parsing: a subscriber's error is not the event's
                 if self._disposed:
                     return False
                 self.observer.on_next(item)
-        return False
+            if stop:
+                return True
+        return self.reader.ended
 
-    def _items(self, data: str) -> list[str | Piece]:
-        """The items one event carries; records its finish reason."""
-        items: list[str | Piece] = []
+    def _read(self, data: str) -> bool:
+        """Read one event with the reader; a malformed or error event is reported."""
         try:
             event = json.loads(data)
             if not isinstance(event, Mapping):
                 raise ValueError("the event is not a JSON object")
-            if "error" in event:
-                raise self._fail(f"OpenAIBackend: {self.url} sent an error event: {data[:1000]}", event=data)
-            choices = event.get("choices")
-            if not isinstance(choices, list):
-                raise ValueError("no 'choices' list")
-            for choice in choices:
-                if not isinstance(choice, Mapping):
-                    raise ValueError("a choice is not an object")
-                if choice.get("index", 0) != 0:
-                    continue
-                item = self._item_of(choice)
-                if item is not None:
-                    items.append(item)
-                if choice.get("finish_reason") is not None:
-                    self._finish_reason = str(choice["finish_reason"])
-                    self._stop_reason = choice.get("stop_reason")
+            return self.reader.read(data, event)
+        except RemoteError as exc:
+            raise self._fail(f"OpenAIBackend: {self.url} sent an error event: {exc}", event=data) from None
         except ValueError as exc:  # json.JSONDecodeError is a ValueError
             message = f"OpenAIBackend: malformed event from {self.url}: {data[:500]!r} ({exc})"
             raise self._fail(message, event=data) from None
-        return items
-
-    def _item_of(self, choice: Mapping[str, Any]) -> str | Piece | None:
-        """The item one choice carries (None: nothing to emit); ValueError if malformed."""
-        if self.kind == "chat":
-            delta = choice.get("delta") or {}
-            if not isinstance(delta, Mapping):
-                raise ValueError("'delta' is not an object")
-            text = delta.get("content") or ""
-        else:
-            text = choice.get("text") or ""
-        if not isinstance(text, str):
-            raise ValueError(f"text is {type(text).__name__}, not a string")
-        if self.pieces:
-            t = choice_tokens(choice, self.vocab)
-            if not text and not t.size:
-                return None
-            return Piece(text, t.ids, t.logprobs, t.top_logprobs, t.tokens)
-        return text or None
