@@ -72,6 +72,7 @@ class _ResponsesSink(OperatorSink[Any, Event]):
     """One subscription: the events so far, the open items and the finished ones."""
 
     __slots__ = (
+        "called",
         "calls",
         "fields",
         "finish",
@@ -101,6 +102,7 @@ class _ResponsesSink(OperatorSink[Any, Event]):
         self.input_tokens = input_tokens
         self.seq = 0
         self.items = 0  # output items started
+        self.called = False  # a function call completed
         self.output: dict[int, dict[str, Any]] = {}  # finished items by output index
         self.text: _Item | None = None  # the open message or reasoning item
         self.calls: dict[int, _Item] = {}  # open function calls by the pipeline's call index
@@ -196,6 +198,7 @@ class _ResponsesSink(OperatorSink[Any, Event]):
             call = self.calls.pop(value.index, None)
             if call is not None:
                 call.parts = [value.arguments_text]  # the deltas' join; the final text is authoritative
+                self.called = True
                 self.item_done(call, "completed")
         elif isinstance(value, ToolCallInvalid):
             call = self.calls.pop(value.index, None)
@@ -234,7 +237,7 @@ class _ResponsesSink(OperatorSink[Any, Event]):
             self.send(
                 "response.incomplete", response=self.response("incomplete", incomplete="max_output_tokens")
             )
-        elif reason is FinishReason.CANCELLED:
+        elif reason is FinishReason.CANCELLED and not self.called:
             self.close_all("incomplete")
             self.send("response.incomplete", response=self.response("incomplete"))
         else:
@@ -296,7 +299,8 @@ def responses_events(
     At the end, ``finish`` (a :class:`~rxstream.FinishRecorder`, or a callable giving the
     :class:`~rxstream.Finish`) says how the generation ended: ``length`` gives
     ``response.incomplete`` with ``incomplete_details.reason`` ``"max_output_tokens"`` (open
-    items end ``incomplete``), ``cancelled`` ``response.incomplete`` with reason null, anything
+    items end ``incomplete``), ``cancelled`` ``response.incomplete`` with reason null (unless a function call completed: a
+    generation that ends after its one call, ``parallel_tool_calls=False``), anything
     else (or no ``finish``) ``response.completed``. ``usage`` (called once then; e.g. what
     ``chat_pipeline(usage=...)`` reported, which it does before its completion) gives the
     output tokens, ``input_tokens`` the prompt's: the response's ``usage`` (None without
