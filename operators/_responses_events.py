@@ -299,8 +299,9 @@ def responses_events(
     At the end, ``finish`` (a :class:`~rxstream.FinishRecorder`, or a callable giving the
     :class:`~rxstream.Finish`) says how the generation ended: ``length`` gives
     ``response.incomplete`` with ``incomplete_details.reason`` ``"max_output_tokens"`` (open
-    items end ``incomplete``), ``cancelled`` ``response.incomplete`` with reason null (unless a function call completed: a
-    generation that ends after its one call, ``parallel_tool_calls=False``), anything
+    items end ``incomplete``), ``cancelled`` ``response.incomplete`` with reason null (unless a
+    function call completed: a generation that ends after its one call,
+    ``parallel_tool_calls=False``), anything
     else (or no ``finish``) ``response.completed``. ``usage`` (called once then; e.g. what
     ``chat_pipeline(usage=...)`` reported, which it does before its completion) gives the
     output tokens, ``input_tokens`` the prompt's: the response's ``usage`` (None without
