@@ -29,6 +29,7 @@ Channels (reasoning, answer, tool calls; SEMANTICS §8):
 - :func:`chat_pipeline` -- the routed counterpart of :func:`text_pipeline`: a chat generation's
   ids to its answer and reasoning (:class:`~rxstream.chat.TextDelta`) and tool-call events, as a
   :class:`~rxstream.chat.ChatPlan` says (what ``rxstream serve`` and ``rxstream chat`` run).
+- :func:`responses_events` -- a routed chat's items as OpenAI Responses API streaming events.
 
 Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
 
@@ -57,6 +58,7 @@ from ._max_tokens import max_tokens
 from ._pipeline import text_pipeline
 from ._redact import redact
 from ._replace import replace
+from ._responses_events import responses_events
 from ._route import route
 from ._serialize import serialize
 from ._snapshots import snapshots
@@ -74,6 +76,7 @@ __all__ = [
     "max_tokens",
     "redact",
     "replace",
+    "responses_events",
     "route",
     "serialize",
     "snapshots",
