@@ -260,3 +260,34 @@ def test_the_tiny_onnx_model_answers_plain_text(tmp_path: Path) -> None:
     assert [kind for kind, *_ in message["content"]] in (["text"], [])
     assert message["stop_reason"] in ("max_tokens", "end_turn")
     assert message["usage"][1] <= 12
+
+
+class FailingModel(ScriptedModel):
+    """Fails after its first three ids."""
+
+    def generate(
+        self, prompt_ids: Any, params: Any = None, *, on_finish: Any = None, scheduler: Any = None
+    ) -> Any:
+        import reactivex
+        from reactivex import operators as ops
+
+        ids = super().generate(prompt_ids, params, on_finish=on_finish, scheduler=scheduler)
+        return reactivex.concat(ids.pipe(ops.take(3)), reactivex.throw(RuntimeError("the model failed")))
+
+
+def test_a_failure_mid_stream_is_an_error_event(smollm2_tokenizer: Tokenizer) -> None:
+    model = FailingModel(smollm2_tokenizer, CHATML, "one two three four five six")
+    with serving(model) as (client, url, _app):
+        body = {"model": "scripted", "max_tokens": 100, "messages": USER, "stream": True}
+        with httpx.stream("POST", f"{url}/v1/messages", json=body) as r:
+            lines = list(r.iter_lines())
+        names = [line[7:] for line in lines if line.startswith("event: ")]
+        assert names[0] == "message_start" and names[-1] == "error" and "message_stop" not in names
+        error = json.loads([line for line in lines if line.startswith("data: ")][-1][6:])
+        assert error["type"] == "error" and error["error"]["type"] == "api_error"
+        assert "the model failed" in error["error"]["message"]
+        with pytest.raises(anthropic.APIStatusError, match="the model failed"):
+            with client.messages.stream(model="scripted", max_tokens=100, messages=USER) as stream:
+                stream.get_final_message()
+        whole = httpx.post(f"{url}/v1/messages", json={**body, "stream": False})
+        assert whole.status_code == 500 and whole.json()["error"]["type"] == "api_error"
