@@ -30,6 +30,8 @@ Channels (reasoning, answer, tool calls; SEMANTICS §8):
   ids to its answer and reasoning (:class:`~rxstream.chat.TextDelta`) and tool-call events, as a
   :class:`~rxstream.chat.ChatPlan` says (what ``rxstream serve`` and ``rxstream chat`` run).
 - :func:`responses_events` -- a routed chat's items as OpenAI Responses API streaming events.
+- :func:`messages_events` -- a chat's items as the Anthropic Messages API's streaming events
+  (:class:`MessageEvents` is its engine; ``POST /v1/messages`` runs it).
 
 Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
 
@@ -55,6 +57,7 @@ from ._deltas import deltas
 from ._detokenize import detokenize
 from ._hold_back import hold_back
 from ._max_tokens import max_tokens
+from ._messages_events import MessageEvents, messages_events
 from ._pipeline import text_pipeline
 from ._redact import redact
 from ._replace import replace
@@ -68,12 +71,14 @@ from ._tool_calls import tool_calls
 
 __all__ = [
     "Channels",
+    "MessageEvents",
     "channels",
     "chat_pipeline",
     "deltas",
     "detokenize",
     "hold_back",
     "max_tokens",
+    "messages_events",
     "redact",
     "replace",
     "responses_events",

@@ -18,6 +18,7 @@ from ._handlers import Handlers
 from ._hosts import HostGuard, parse_allowed_hosts
 from ._limits import ServerLimits
 from ._responses_api import ResponsesApi
+from ._messages_api import MessagesApi
 from ._state import ServerState, context_length
 from ._stats import ServerStats
 
@@ -95,6 +96,7 @@ def create_app(
         Route("/v1/completions", handlers.completions, methods=["POST"]),
         Route("/v1/chat/completions", handlers.chat_completions, methods=["POST"]),
         Route("/v1/responses", ResponsesApi(state).create, methods=["POST"]),
+        Route("/v1/messages", MessagesApi(state).create, methods=["POST"]),
     ]
 
     @contextlib.asynccontextmanager
