@@ -17,8 +17,8 @@ from ._generation import batches
 from ._handlers import Handlers
 from ._hosts import HostGuard, parse_allowed_hosts
 from ._limits import ServerLimits
-from ._responses_api import ResponsesApi
 from ._messages_api import MessagesApi
+from ._responses_api import ResponsesApi
 from ._state import ServerState, context_length
 from ._stats import ServerStats
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -24,7 +23,7 @@ from ._errors import RequestError, generation_error
 from ._generation import Generation
 from ._messages_api_request import parse_messages_request
 from ._prompt import fit_budget, prompt_ids
-from ._sse import EventStreamResponse, until_disconnect
+from ._sse import EventStreamResponse, named_sse, until_disconnect
 from ._state import ServerState
 
 __all__ = ["MessagesApi", "error_body"]
@@ -51,10 +50,8 @@ def _error(err: RequestError) -> JSONResponse:
     return JSONResponse(error_body(err), status_code=err.status)
 
 
-def _event(payload: Mapping[str, Any]) -> bytes:
-    """A named server-sent event (the SDK reads the ``event:`` line)."""
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {payload['type']}\ndata: {data}\n\n".encode()
+_event = named_sse
+"""A named server-sent event (the SDK reads the ``event:`` line)."""
 
 
 def _item(value: Any) -> Any:

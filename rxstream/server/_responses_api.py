@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import threading
 import time
 import uuid
@@ -29,7 +28,7 @@ from ._prompt import fit_budget, prompt_ids
 from ._requests import validate_request
 from ._response_shapes import KEEPALIVE
 from ._responses_api_request import ResponsesRequest, chat_body, output_messages
-from ._sse import EventStreamResponse, until_disconnect
+from ._sse import EventStreamResponse, named_sse, until_disconnect
 from ._state import ServerState
 
 __all__ = ["ResponsesApi"]
@@ -193,7 +192,6 @@ class ResponsesApi:
                 if event is None:
                     yield KEEPALIVE
                     continue
-                data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-                yield f"event: {event['type']}\ndata: {data}\n\n".encode()
+                yield named_sse(event)
         if run.final is not None:
             self._keep(rid, asked, run.final)

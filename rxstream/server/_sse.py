@@ -12,7 +12,10 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["EventStreamResponse", "sse", "until_disconnect"]
+__all__ = ["EventStreamResponse", "named_sse", "sse", "until_disconnect"]
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+"""One encoder for every event (``json.dumps`` with options builds a new one per call)."""
 
 
 async def until_disconnect(receive: Receive, work: Awaitable[Any]) -> tuple[bool, Any]:
@@ -45,12 +48,15 @@ async def until_disconnect(receive: Receive, work: Awaitable[Any]) -> tuple[bool
 
 
 def sse(payload: Mapping[str, Any] | str) -> bytes:
-    data = (
-        payload
-        if isinstance(payload, str)
-        else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    )
+    """A ``data:`` event (Chat Completions, Completions)."""
+    data = payload if isinstance(payload, str) else _encode(payload)
     return f"data: {data}\n\n".encode()
+
+
+def named_sse(payload: Mapping[str, Any]) -> bytes:
+    """A named event: an ``event:`` line with the payload's ``type`` (the Responses and Messages
+    APIs; their SDKs read it)."""
+    return f"event: {payload['type']}\ndata: {_encode(payload)}\n\n".encode()
 
 
 class EventStreamResponse(Response):
