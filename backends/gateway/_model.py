@@ -75,6 +75,8 @@ class GatewayModel:
         ):
             raise ValueError(f"GatewayModel: context_length must be a positive int, got {context_length!r}")
         self.directory = files.directory
+        self.engine_model = model
+        """The ``model`` field of each request (None: none)."""
         self._files = files
         self._context = context_length if context_length is not None else files.context_length
         self._replicas = ReplicaSet(

@@ -164,7 +164,11 @@ class GatewayRun:
     def _on_piece(self, attempt: _Try, piece: Piece) -> None:
         if self._disposed:
             return
-        if not piece.ids:  # text (or token names) without ids: the engine cannot send ids
+        if not piece.ids:
+            # a chunk may carry text whose ids an earlier chunk carried (rxstream serve sends each
+            # id as soon as it has it); text before any id means the engine sends none
+            if self._streaming or not (piece.text or piece.tokens):
+                return
             url = attempt.replica.url
             self._abandon(attempt)
             self._fail(
