@@ -19,6 +19,7 @@ _ONNX = ("onnxruntime", "onnx", "gguf", "jinja2", "httpx")
 EXTRAS: dict[str, tuple[str, ...]] = {
     "onnx": _ONNX,
     "openai": ("httpx",),
+    "gateway": ("httpx", "jinja2"),
     "serve": ("starlette", "uvicorn", *_ONNX),
 }
 """Extra -> the top-level modules it installs (what :func:`require_extra` looks for)."""

@@ -310,7 +310,8 @@ def _repl(session: _ChatSession, read: Callable[[str], str]) -> int:
     """The interactive chat: one turn per line until /exit or end of input."""
     model = session.model
     print(
-        f"rxstream chat with {getattr(model, 'name', None) or session.args.model} on {model.provider}.",
+        f"rxstream chat with {getattr(model, 'name', None) or session.args.model or 'smollm2'} "
+        f"on {model.provider}.",
         file=session.err,
     )
     print(session.dim(_HELP), file=session.err)
@@ -373,7 +374,7 @@ def run_chat(
     if not interactive and prompt_text is None:
         return 2
     try:
-        model = load_model(args.model, args.provider, args.int4, progress=True)
+        model = load_model(args.model, args.provider, args.int4, progress=True, upstream=args.upstream)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"rxstream chat: {exc}", file=err)
         return 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 from .._generative_model import GenerativeModel
@@ -14,18 +15,23 @@ PROVIDERS = ("auto", "cpu", "cuda")
 
 
 def load_model(
-    model: str,
+    model: str | None,
     provider: str = "auto",
     int4: bool = False,
     *,
     progress: bool = False,
     spinning: bool | None = None,
     batching: Any = None,
+    upstream: Sequence[str] = (),
 ) -> GenerativeModel:
-    """Load ``model`` (a model directory or a known name) with ONNX Runtime.
+    """Load ``model`` (a model directory or a known name) with ONNX Runtime, or with ``upstream``
+    the :class:`~rxstream.backends.GatewayModel` of those engines (``model``: the directory of
+    its tokenizer and chat template, None: the engines' own model; see
+    :func:`~._upstream.load_gateway`; ``provider``, ``int4``, ``spinning`` and ``batching`` do
+    not apply).
 
     Args:
-        model: ``--model``.
+        model: ``--model`` (None: not given, the default model ``smollm2``).
         provider: ``--provider`` (``auto``, ``cpu`` or ``cuda``).
         int4: ``--int4``: the int4 build of a known model.
         progress: show the download's progress (a terminal's command).
@@ -37,8 +43,14 @@ def load_model(
         ValueError, FileNotFoundError, RuntimeError: the model or an option is unusable (a
             one-line message).
     """
+    if upstream:
+        from ._upstream import load_gateway
+
+        return load_gateway(upstream, model, progress=progress)
     from rxstream.backends import OnnxModel
 
+    if model is None:
+        model = "smollm2"
     if provider not in PROVIDERS:
         raise ValueError(f"--provider must be auto, cpu or cuda, got {provider!r}")
     extra: dict[str, Any] = {}

@@ -44,15 +44,26 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """The options both faces take: ``--model``, ``--provider``, ``--int4``, the sampling options
-    (:func:`add_sampling_options`) and ``--reasoning-format``."""
+    """The options both faces take: ``--model``, ``--upstream``, ``--provider``, ``--int4``, the
+    sampling options (:func:`add_sampling_options`) and ``--reasoning-format``."""
     from ..chat import REASONING_FORMATS
 
     parser.add_argument(
         "--model",
-        default="smollm2",
+        default=None,
         metavar="DIR",
-        help="a model directory (Optimum or onnxruntime-genai layout) or a known name (default smollm2)",
+        help="a model directory (Optimum or onnxruntime-genai layout) or a known name (default "
+        "smollm2); with --upstream, the directory of the engines' tokenizer.json and chat template "
+        "(default: the model the engines name)",
+    )
+    parser.add_argument(
+        "--upstream",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="run on a remote engine (vLLM, rxstream serve, ...) instead of a local model, "
+        "exchanging token ids with it (its /v1/completions with return_token_ids); repeat for "
+        "replicas of one model",
     )
     parser.add_argument(
         "--provider",

@@ -170,6 +170,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             model=args.model,
+            upstream=args.upstream,
             provider=args.provider,
             int4=args.int4,
             model_name=args.model_name,

@@ -18,6 +18,7 @@ from ..face import model_defaults
 from ._lanes import Lane
 from ._requests import GenerationRequest
 from ._state import ServerState
+from ._token_ids import TokenIds
 
 __all__ = ["Generation", "batches", "build_chat_stream", "build_text_stream", "model_defaults"]
 
@@ -243,10 +244,14 @@ class Generation:
         self.usage: TokenUsage | None = None
         """A routed generation's buckets, set at its end (see :attr:`token_usage`)."""
         self.error: Exception | None = None
+        self.token_ids = TokenIds() if request.return_token_ids else None
+        """The ids no chunk has carried yet, when the request asks for them (``return_token_ids``)."""
         self._count_end = FinishOnce(lambda f: state.stats.generation_ended(f.reason, self.tokens))
 
     def _on_token(self, item: Any) -> None:
         self.tokens += len(item.ids) if isinstance(item, Piece) else 1
+        if self.token_ids is not None:
+            self.token_ids.add(item)
 
     def _end(self) -> None:
         """Count the generation's end in the server's stats (once)."""

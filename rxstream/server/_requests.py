@@ -22,6 +22,8 @@ from ._limits import ServerLimits
 from ._request_messages import messages_chars, parse_messages, parse_prompt
 from ._request_rules import compile_rules, parse_extension
 from ._request_sampling import REQUEST_FIELDS, parse_budget, parse_sampling, request_params
+from ._token_ids import FIELDS as TOKEN_ID_FIELDS
+from ._token_ids import parse_return_token_ids
 from ._tools import (
     ToolChoice,
     parse_parallel_tool_calls,
@@ -63,6 +65,8 @@ class GenerationRequest:
         n: how many choices (each a generation of its own; choice ``i`` samples with ``seed + i``).
         logprobs: None for no log-probabilities, else how many alternatives per token (chat:
             ``top_logprobs`` when ``logprobs`` is true; completions: ``logprobs``).
+        return_token_ids: completions' ``return_token_ids`` (see ``_token_ids``): each choice
+            carries the ids it holds.
     """
 
     chat: bool
@@ -82,6 +86,7 @@ class GenerationRequest:
     n: int = 1
     logprobs: int | None = None
     continuous_usage: bool = False
+    return_token_ids: bool = False
 
     def sampling_params(self, defaults: SamplingParams, choice: int = 0) -> SamplingParams:
         """The request's sampling over the served model's ``defaults``, with its budget; choice
@@ -168,7 +173,7 @@ _FIELDS = {
         "logprobs",
         "top_logprobs",
     },
-    False: _COMMON | {"prompt", "logprobs", "best_of"},
+    False: _COMMON | {"prompt", "logprobs", "best_of"} | TOKEN_ID_FIELDS,
 }
 """Implemented fields of chat (True) and completions (False) requests."""
 
@@ -345,4 +350,5 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         parallel_tool_calls=parallel,
         n=n,
         logprobs=logprobs,
+        return_token_ids=False if chat else parse_return_token_ids(body),
     )

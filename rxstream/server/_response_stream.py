@@ -67,6 +67,9 @@ class _Chunks:
             choice["stop_reason"] = stop_reason
         if extension is not None:
             choice["rxstream"] = extension
+        ids = self.gens[index].token_ids
+        if ids is not None:
+            choice["token_ids"] = ids.take()
         if self.continuous_usage:  # vLLM: the usage so far on every chunk
             so_far = usage(len(self.gens[0].prompt_ids), sum(g.tokens for g in self.gens))
             return sse({**self.base, "choices": [choice], "usage": so_far})

@@ -119,6 +119,8 @@ def completion_body(
         else:
             logprobs = None if shape is None else shape.join(result.logprobs)
         choice.update({"logprobs": logprobs, "finish_reason": reason, "stop_reason": stop_reason})
+        if gen.token_ids is not None:
+            choice["token_ids"] = gen.token_ids.take()
         choices.append(choice)
     kind = "chat.completion" if chat else "text_completion"
     body = {**chunk_base(kind, rid, created, model_name), "choices": choices}

@@ -17,6 +17,7 @@ from .._generative_model import GenerativeModel
 from .._sampling_params import SamplingParams
 from ..chat import check_reasoning_format, renders_tools
 from ..face import describe_sampling, load_model, model_defaults
+from ..face._upstream import describe as describe_upstream
 from ._app import create_app
 from ._connections import raise_open_files_limit, uvicorn_config
 from ._hosts import parse_allowed_hosts
@@ -172,21 +173,48 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _load_model(model: str, provider: str, int4: bool, batching: Any) -> tuple[Any, str]:
+def _load_model(
+    model: str | None, provider: str, int4: bool, batching: Any, upstream: Sequence[str] = ()
+) -> tuple[Any, str]:
     # Several generations share the cores here: ONNX Runtime threads that block instead of spin
     # give more total throughput in that case (spinning wins only for one stream on idle cores).
     try:
-        loaded = load_model(model, provider, int4, spinning=False, batching=batching)
+        loaded = load_model(model, provider, int4, spinning=False, batching=batching, upstream=upstream)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         raise ServeError(str(exc)) from None
-    return loaded, Path(model).name or "model"
+    # a gateway is named as its engines name their model
+    name = getattr(loaded, "engine_model", None) if upstream else None
+    return loaded, name or Path(model or "smollm2").name or "model"
+
+
+def _log_start(loaded: Any, app: Any, name: str, url: str, how_run: str, reasoning_format: str) -> None:
+    """The start-up lines: sampling defaults, how generations run, reasoning format, address."""
+    print(f"rxstream serve: sampling defaults: {describe_defaults(loaded)}", file=sys.stderr)
+    print(f"rxstream serve: {how_run}", file=sys.stderr)
+    fmt = app.state.reasoning_format
+    how = "detected from the chat template" if reasoning_format == "auto" else "--reasoning-format"
+    print(
+        f"rxstream serve: reasoning format: {fmt or 'none'} ({how}); tools: "
+        + (
+            "the chat template's own"
+            if renders_tools(getattr(loaded, "chat_template", None))
+            else "fallback prompt"
+        ),
+        file=sys.stderr,
+    )
+    print(
+        f"rxstream serve: {name} on {getattr(loaded, 'provider', '?')}, running on {url}/ "
+        f"(chat page: {url}/, OpenAI API: {url}/v1)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
-    model: str = "smollm2",
+    model: str | None = "smollm2",
     provider: str = "auto",
     int4: bool = False,
     model_name: str | None = None,
@@ -200,8 +228,13 @@ def serve(
     prefix_cache_bytes: int = 128 << 20,
     reasoning_format: str = "auto",
     sampling: Mapping[str, Any] | None = None,
+    upstream: Sequence[str] = (),
 ) -> None:
     """Load ``model`` (a model directory or a known name) and serve it until interrupted.
+
+    ``upstream`` (one or more engine URLs): serve those engines instead, through a
+    :class:`~rxstream.backends.GatewayModel` (token ids both ways; ``model`` is the directory of
+    the tokenizer and chat template, None for the engines' own model; the engines batch).
 
     ``batching`` (default): the requests' generations share one batch on the model (continuous
     batching: up to ``limits.max_concurrency`` rows, ``max_kv_tokens`` KV-cache positions (None:
@@ -236,7 +269,7 @@ def serve(
     )
     sock = listen(host, port)
     try:
-        loaded, default_name = _load_model(model, provider, int4, batch_config)
+        loaded, default_name = _load_model(model, provider, int4, batch_config, upstream)
         name = model_name or default_name
         if sampling:
             given = {k: getattr(overrides, k) for k in sampling}
@@ -260,25 +293,8 @@ def serve(
             app, limits=limits, log_level=log_level, lifespan="on", timeout_graceful_shutdown=2
         )
         url = url_of(sock)
-        print(f"rxstream serve: sampling defaults: {describe_defaults(loaded)}", file=sys.stderr)
-        print(f"rxstream serve: {describe_batching(loaded, batching)}", file=sys.stderr)
-        fmt = app.state.reasoning_format
-        how = "detected from the chat template" if reasoning_format == "auto" else "--reasoning-format"
-        print(
-            f"rxstream serve: reasoning format: {fmt or 'none'} ({how}); tools: "
-            + (
-                "the chat template's own"
-                if renders_tools(getattr(loaded, "chat_template", None))
-                else "fallback prompt"
-            ),
-            file=sys.stderr,
-        )
-        print(
-            f"rxstream serve: {name} on {getattr(loaded, 'provider', '?')}, running on {url}/ "
-            f"(chat page: {url}/, OpenAI API: {url}/v1)",
-            file=sys.stderr,
-            flush=True,
-        )
+        how_run = describe_upstream(loaded) if upstream else describe_batching(loaded, batching)
+        _log_start(loaded, app, name, url, how_run, reasoning_format)
         _Server(config, app.state.begin_shutdown).run(sockets=[sock])
     finally:
         sock.close()
