@@ -19,7 +19,7 @@ from reactivex import abc
 from reactivex import operators as ops
 
 from rxstream import Finish, FinishCallback, FinishReason, SamplingParams
-from rxstream.backends.onnx._chat import ChatTemplate
+from rxstream.chat import ChatTemplate
 
 __all__ = ["CHATML", "DEEPSEEK_R1_TEMPLATE", "QWEN3_TEMPLATE", "ScriptedModel"]
 

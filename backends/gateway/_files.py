@@ -11,7 +11,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from ._template import ChatTemplate
+from rxstream.chat import ChatTemplate
 
 __all__ = ["ModelFiles", "read_model_files"]
 

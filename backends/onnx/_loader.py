@@ -23,8 +23,8 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from rxstream import SamplingParams
+from rxstream.chat import ChatTemplate
 
-from ._chat import ChatTemplate
 from ._config import BATCH_MODEL_FILE, MODEL_FILE, DecoderConfig, sampling_defaults
 from ._sampling import check_int
 from ._session import DecoderSession, Provider, fused_attention_off_device

@@ -17,10 +17,10 @@ from reactivex import Observable, abc
 from tokenizers import Tokenizer
 
 from rxstream import FinishCallback, Piece, SamplingOptions, SamplingParams
+from rxstream.chat import ChatTemplate
 
 from ._batch import RowFinishCallback, batch_observable
 from ._batch_config import idle_stats
-from ._chat import ChatTemplate
 from ._config import DecoderConfig
 from ._forward import forward_pass
 from ._generation import GenerateCall, generate_observable

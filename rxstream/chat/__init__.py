@@ -10,6 +10,8 @@
 - :func:`fallback_messages` / :func:`renders_tools` -- the tools in the prompt of a model whose
   template does not render them (:data:`FALLBACK`, how those calls are read).
 - :class:`TextDelta` -- answer or reasoning text of a routed chat.
+- :class:`ChatTemplate` -- a model's Jinja2 chat template, rendered (the local model and the
+  gateway share it; Jinja2 comes with the ``onnx`` and ``gateway`` extras).
 - :class:`TokenUsage` -- where a generation's tokens went (answer, reasoning, tool calls,
   delimiters), as ``chat_pipeline(..., usage=...)`` reports it.
 
@@ -26,6 +28,7 @@ from ._formats import (
     resolve_reasoning_format,
 )
 from ._plan import ChatPlan, UnsupportedChoice, plan_chat, tool_opening
+from ._template import ChatTemplate
 from ._usage import BUCKETS, Bucket, TokenUsage
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "Bucket",
     "ChatItem",
     "ChatPlan",
+    "ChatTemplate",
     "TextDelta",
     "TokenUsage",
     "ToolChoice",

@@ -1,9 +1,14 @@
-"""Rendering a model's chat template (Jinja2, Hugging Face conventions)."""
+"""Rendering a model's chat template (Jinja2, Hugging Face conventions): the local ONNX model and
+the gateway (which renders and tokenizes here, sending the engine token ids) share it. Jinja2 comes
+with the extras that render templates (``onnx``, ``gateway``); without it, building a template is a
+one-line :class:`~rxstream._extras.MissingExtraError`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
+
+from .._extras import require_extra
 
 __all__ = ["ChatTemplate"]
 
@@ -18,10 +23,9 @@ class ChatTemplate:
     __slots__ = ("_template", "bos_token", "eos_token", "source")
 
     def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "") -> None:
-        try:
-            from jinja2.sandbox import ImmutableSandboxedEnvironment
-        except ImportError as exc:  # pragma: no cover - jinja2 is a dependency
-            raise RuntimeError("chat templates need the 'jinja2' package") from exc
+        require_extra("chat templates", "onnx", ("jinja2",))
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = _raise
         self.source = source
