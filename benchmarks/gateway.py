@@ -476,7 +476,17 @@ def main(argv: list[str] | None = None) -> int:
                 port = free_port()
                 procs.append(
                     start(
-                        serve_cmd(port, "--model", str(tiny), "--provider", "cpu", "--max-concurrency", "32"),
+                        serve_cmd(
+                            port,
+                            "--model",
+                            str(tiny),
+                            "--model-name",
+                            "bench",
+                            "--provider",
+                            "cpu",
+                            "--max-concurrency",
+                            "32",
+                        ),
                         f"http://127.0.0.1:{port}",
                     )
                 )
