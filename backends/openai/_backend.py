@@ -49,6 +49,7 @@ class OpenAIBackend:
             :func:`~rxstream.operators.detokenize` accepts), optional. With ``pieces=True`` it
             turns the tokens a server names only by their text or bytes (OpenAI, vLLM without
             ``return_tokens_as_token_ids``) into ids.
+        max_connections: the most connections open at once (one per open stream; default 1024).
 
     The backend holds one ``httpx.Client`` (a connection pool); close it with :meth:`close` or
     use the backend as a context manager.
@@ -65,6 +66,7 @@ class OpenAIBackend:
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
         tokenizer: Any = None,
+        max_connections: int = 1024,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"OpenAIBackend: base_url must be an http(s) URL, got {base_url!r}")
@@ -72,6 +74,8 @@ class OpenAIBackend:
             raise ValueError(f"OpenAIBackend: model must be a non-empty str, got {model!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise ValueError(f"OpenAIBackend: timeout must be a positive number, got {timeout!r}")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise ValueError(f"OpenAIBackend: max_connections must be an int >= 1, got {max_connections!r}")
         if api not in APIS:
             raise ValueError(f"OpenAIBackend: api must be one of {', '.join(APIS)}, got {api!r}")
         self.base_url = base_url.rstrip("/")
@@ -79,7 +83,14 @@ class OpenAIBackend:
         self.model = model
         all_headers = {"Accept": "text/event-stream", **headers_for(api, api_key)}
         all_headers.update(headers or {})
-        self._client = httpx.Client(headers=all_headers, timeout=httpx.Timeout(timeout), transport=transport)
+        # one connection per open stream: httpx's default of 100 would make stream 101 wait for a
+        # whole generation to end (a gateway in front of an engine holds one per client)
+        limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=min(64, max_connections)
+        )
+        self._client = httpx.Client(
+            headers=all_headers, timeout=httpx.Timeout(timeout), transport=transport, limits=limits
+        )
         self._vocab = None if tokenizer is None else TokenBytes(tokenizer)
 
     def _model_field(self) -> dict[str, str]:

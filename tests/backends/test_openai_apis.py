@@ -392,3 +392,16 @@ def test_responses_logprobs_give_pieces_and_broken_arguments_an_invalid_call() -
         and items[2].raw == '{"a": '
         and "invalid JSON" in items[2].error
     )
+
+
+def test_the_connection_pool_holds_a_stream_per_client() -> None:
+    """httpx's default pool (100 connections) would make the 101st stream wait for a whole
+    generation: a gateway in front of an engine holds one connection per client."""
+    from rxstream.backends import OpenAIBackend
+
+    backend = OpenAIBackend("http://127.0.0.1:9")
+    pool = backend._client._transport._pool  # type: ignore[attr-defined]
+    assert pool._max_connections == 1024
+    backend.close()
+    with pytest.raises(ValueError, match="max_connections"):
+        OpenAIBackend("http://127.0.0.1:9", max_connections=0)
