@@ -19,7 +19,10 @@ from ._files import read_model_files
 from ._replicas import Replica, ReplicaSet
 from ._run import GatewayRun
 
-__all__ = ["GatewayModel"]
+__all__ = ["MAX_LOGPROBS", "GatewayModel"]
+
+MAX_LOGPROBS = 20
+"""The most alternatives per token ``generate(..., logprobs=k)`` asks for (vLLM's default limit)."""
 
 
 class GatewayModel:
@@ -159,25 +162,38 @@ class GatewayModel:
         *,
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
+        logprobs: int | None = None,
         **kwargs: Any,
-    ) -> reactivex.Observable[int]:
+    ) -> reactivex.Observable[Any]:
         """A cold observable of the ids an engine generates for ``prompt_ids``: each subscription
         sends its own request (on ``scheduler``, else a thread of its own); keyword arguments are
-        :class:`~rxstream.SamplingParams` fields."""
+        :class:`~rxstream.SamplingParams` fields.
+
+        ``logprobs=k`` (0 to 20) asks the engine for log-probabilities (``logprobs: k`` with
+        ``return_tokens_as_token_ids``) and emits, as a local model does, one
+        :class:`~rxstream.Piece` per id with no text: the id, its log-probability and the ``k``
+        most likely ids (``top_logprobs``, best first)."""
         sampling = SamplingParams.from_kwargs(params, kwargs, "GatewayModel.generate")
+        if logprobs is not None and (
+            isinstance(logprobs, bool) or not isinstance(logprobs, int) or not 0 <= logprobs <= MAX_LOGPROBS
+        ):
+            raise ValueError(
+                f"GatewayModel.generate: logprobs must be None or an int from 0 to {MAX_LOGPROBS}, "
+                f"got {logprobs!r}"
+            )
         ids = list(prompt_ids)
         if not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
             raise ValueError(
                 f"GatewayModel.generate: prompt_ids must be a non-empty list of ints, got {ids[:10]!r}"
             )
 
-        def subscribe(observer: abc.ObserverBase[int], _sched: abc.SchedulerBase | None = None) -> Disposable:
+        def subscribe(observer: abc.ObserverBase[Any], _sched: abc.SchedulerBase | None = None) -> Disposable:
             if sampling.max_new_tokens == 0:
                 if on_finish is not None:
                     on_finish(Finish(FinishReason.LENGTH))
                 observer.on_completed()
                 return Disposable()
-            run = GatewayRun(self._replicas, ids, sampling, observer, on_finish, scheduler)
+            run = GatewayRun(self._replicas, ids, sampling, observer, on_finish, scheduler, logprobs)
             run.start()
             return run.disposable()
 
