@@ -13,8 +13,13 @@ serve --upstream URL`` serves the engine's ids with all of rxstream's text featu
   ``/v1/models``) eject a replica and readmit it; a request is retried on another replica only
   before its first id has arrived.
 * Disposal closes the upstream request at once; failures are a one-line :class:`GatewayError`.
+* ``generate(..., logprobs=k)``: the engine's log-probabilities (``return_tokens_as_token_ids``),
+  one :class:`~rxstream.Piece` per id as a local model emits them. An engine that ignores
+  ``return_token_ids`` is asked again for its ids in ``token_id:N`` logprobs tokens.
+* ``mode="text"``: engines that give text only; :meth:`GatewayModel.text` streams their deltas.
 
 Modules: ``_model`` (the model), ``_run`` (one subscription: tries, retries, the request body),
+``_text`` (text mode),
 ``_replicas`` (picking and health), ``_files`` / ``_template`` (the local tokenizer side).
 
 Needs the ``gateway`` extra (``pip install 'rxstream[gateway]'``: httpx, jinja2); it reuses the

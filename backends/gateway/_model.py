@@ -18,8 +18,12 @@ from rxstream import Finish, FinishCallback, FinishReason, SamplingParams
 from ._files import read_model_files
 from ._replicas import Replica, ReplicaSet
 from ._run import GatewayRun
+from ._text import MODES, needs_ids, text_stream
 
-__all__ = ["GatewayModel"]
+__all__ = ["MAX_LOGPROBS", "GatewayModel"]
+
+MAX_LOGPROBS = 20
+"""The most alternatives per token ``generate(..., logprobs=k)`` asks for (vLLM's default limit)."""
 
 
 class GatewayModel:
@@ -47,6 +51,12 @@ class GatewayModel:
         context_length: prompt plus generated ids at most (None: ``config.json``'s
             ``max_position_embeddings``, if any).
         headers: extra HTTP headers; transport: an httpx transport.
+        mode: ``"ids"`` (the default: the engine returns the generated ids) or ``"text"``, for
+            engines that give text only (OpenAI's API, Ollama's OpenAI endpoint): :meth:`text`
+            streams their text deltas for the operators (no detokenize), and what needs ids
+            (:meth:`generate`, so serving it; logprobs; ``stop_token_ids``) is a one-line
+            ``ValueError``. Chosen, not detected: the features must not change behind a user's
+            back when an engine is swapped.
 
     Replicas: a request goes to the healthy replica with the least outstanding work, and is
     retried on another only until its first id has arrived (never after, so no character is
@@ -68,7 +78,11 @@ class GatewayModel:
         context_length: int | None = None,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
+        mode: str = "ids",
     ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"GatewayModel: mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.mode = mode
         files = read_model_files(model_dir)
         if context_length is not None and (
             isinstance(context_length, bool) or not isinstance(context_length, int) or context_length < 1
@@ -159,29 +173,68 @@ class GatewayModel:
         *,
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
+        logprobs: int | None = None,
         **kwargs: Any,
-    ) -> reactivex.Observable[int]:
+    ) -> reactivex.Observable[Any]:
         """A cold observable of the ids an engine generates for ``prompt_ids``: each subscription
         sends its own request (on ``scheduler``, else a thread of its own); keyword arguments are
-        :class:`~rxstream.SamplingParams` fields."""
+        :class:`~rxstream.SamplingParams` fields.
+
+        ``logprobs=k`` (0 to 20) asks the engine for log-probabilities (``logprobs: k`` with
+        ``return_tokens_as_token_ids``) and emits, as a local model does, one
+        :class:`~rxstream.Piece` per id with no text: the id, its log-probability and the ``k``
+        most likely ids (``top_logprobs``, best first)."""
+        if self.mode == "text":
+            raise needs_ids("logprobs" if logprobs is not None else "generate")
         sampling = SamplingParams.from_kwargs(params, kwargs, "GatewayModel.generate")
+        if logprobs is not None and (
+            isinstance(logprobs, bool) or not isinstance(logprobs, int) or not 0 <= logprobs <= MAX_LOGPROBS
+        ):
+            raise ValueError(
+                f"GatewayModel.generate: logprobs must be None or an int from 0 to {MAX_LOGPROBS}, "
+                f"got {logprobs!r}"
+            )
         ids = list(prompt_ids)
         if not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
             raise ValueError(
                 f"GatewayModel.generate: prompt_ids must be a non-empty list of ints, got {ids[:10]!r}"
             )
 
-        def subscribe(observer: abc.ObserverBase[int], _sched: abc.SchedulerBase | None = None) -> Disposable:
+        def subscribe(observer: abc.ObserverBase[Any], _sched: abc.SchedulerBase | None = None) -> Disposable:
             if sampling.max_new_tokens == 0:
                 if on_finish is not None:
                     on_finish(Finish(FinishReason.LENGTH))
                 observer.on_completed()
                 return Disposable()
-            run = GatewayRun(self._replicas, ids, sampling, observer, on_finish, scheduler)
+            run = GatewayRun(self._replicas, ids, sampling, observer, on_finish, scheduler, logprobs)
             run.start()
             return run.disposable()
 
         return reactivex.create(subscribe)
+
+    def text(
+        self,
+        prompt: str | Sequence[Mapping[str, Any]],
+        params: SamplingParams | None = None,
+        *,
+        on_finish: FinishCallback | None = None,
+        scheduler: abc.SchedulerBase | None = None,
+        logprobs: int | None = None,
+        request: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> reactivex.Observable[str]:
+        """Text mode: a cold observable of the text deltas an engine streams for ``prompt`` (a
+        str: ``/v1/completions``; messages: ``/v1/chat/completions``, the engine's own chat
+        template), for ``stop``, ``replace``, ``route`` and ``tool_calls`` to run on as on a local
+        model's text. ``request``: more fields of the request body (``tools``...); keyword
+        arguments are :class:`~rxstream.SamplingParams` fields (``stop_token_ids`` and
+        ``logprobs`` need ids: a ``ValueError``)."""
+        if logprobs is not None:
+            raise needs_ids("logprobs")
+        sampling = SamplingParams.from_kwargs(params, kwargs, "GatewayModel.text")
+        return text_stream(
+            self._replicas, prompt, sampling, on_finish=on_finish, scheduler=scheduler, extra=request or {}
+        )
 
     def close(self) -> None:
         """End the health checks and close the connection pools."""

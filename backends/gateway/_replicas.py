@@ -29,7 +29,16 @@ def engine_root(url: str) -> str:
 class Replica:
     """One engine: its client, whether it is in rotation, and what it has in flight."""
 
-    __slots__ = ("backend", "healthy", "in_flight", "last_error", "picked", "tokens", "url")
+    __slots__ = (
+        "backend",
+        "healthy",
+        "ids_in_logprobs",
+        "in_flight",
+        "last_error",
+        "picked",
+        "tokens",
+        "url",
+    )
 
     def __init__(self, url: str, backend: OpenAIBackend) -> None:
         self.url = url
@@ -42,6 +51,9 @@ class Replica:
         self.picked = 0
         """When it was last picked (a counter): ties go to the one picked longest ago."""
         self.last_error: str | None = None
+        self.ids_in_logprobs = False
+        """Whether the engine is known to ignore ``return_token_ids`` (it streamed text without
+        ids): its requests then read the ids from ``logprobs`` tokens spelled ``token_id:N``."""
 
     def __repr__(self) -> str:
         state = "healthy" if self.healthy else "ejected"
@@ -128,6 +140,12 @@ class ReplicaSet:
             best.in_flight += 1
             best.tokens += tokens
             return best
+
+    def hold(self, replica: Replica, tokens: int) -> None:
+        """Count one more request in flight on ``replica`` (a request sent again to it)."""
+        with self._lock:
+            replica.in_flight += 1
+            replica.tokens += tokens
 
     def release(self, replica: Replica, tokens: int) -> None:
         """A request that :meth:`acquire` gave ``replica`` has ended."""

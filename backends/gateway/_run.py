@@ -36,16 +36,30 @@ class GatewayError(RuntimeError):
         self.status = status
 
 
-def request_body(params: SamplingParams) -> dict[str, Any]:
+def request_body(
+    params: SamplingParams, logprobs: int | None = None, *, ids_in_logprobs: bool = False
+) -> dict[str, Any]:
     """The completions request fields for ``params`` (vLLM's names; ``rxstream serve`` takes the
-    same), asking for the generated ids (``return_token_ids``). Fields at their "off" value are
-    left out, so an engine without them (``top_k``, ``stop_token_ids``) still answers."""
+    same). Fields at their "off" value are left out, so an engine without them (``top_k``,
+    ``stop_token_ids``) still answers.
+
+    The generated ids are asked for in one of two ways: ``return_token_ids`` (each chunk's
+    ``token_ids``), or, with ``logprobs`` (``k`` alternatives) or for an engine that ignores
+    ``return_token_ids`` (``ids_in_logprobs``: ``logprobs: 1``), ``return_tokens_as_token_ids``:
+    each token of a chunk's ``logprobs`` is spelled ``token_id:N``. The usage comes last
+    (``stream_options.include_usage``).
+    """
     body: dict[str, Any] = {
         "max_tokens": params.max_new_tokens,
         "temperature": params.temperature,
         "top_p": params.top_p,
-        "return_token_ids": True,
+        "stream_options": {"include_usage": True},
     }
+    if logprobs is not None or ids_in_logprobs:
+        body["logprobs"] = logprobs if logprobs is not None else 1
+        body["return_tokens_as_token_ids"] = True
+    else:
+        body["return_token_ids"] = True
     if params.top_k:
         body["top_k"] = params.top_k
     if params.repetition_penalty != 1.0:
@@ -57,6 +71,20 @@ def request_body(params: SamplingParams) -> dict[str, Any]:
     if params.ignore_eos:
         body["ignore_eos"] = True
     return body
+
+
+def token_pieces(piece: Piece, k: int) -> list[Piece]:
+    """One :class:`~rxstream.Piece` per token of an engine's ``piece``, as a local model's
+    ``generate(..., logprobs=k)`` emits them: no text, the id, its log-probability and the ``k``
+    most likely ids, best first (an engine may add the sampled token as a ``k + 1``-th)."""
+    if piece.logprobs is None:
+        raise ValueError("no log-probabilities for its tokens")
+    tops = piece.top_logprobs or tuple(() for _ in piece.ids)
+    out = []
+    for token, logprob, top in zip(piece.ids, piece.logprobs, tops, strict=True):
+        best = sorted((alt for alt in top if isinstance(alt[0], int)), key=lambda alt: -alt[1])[:k]
+        out.append(Piece("", (token,), (logprob,), (tuple(best),)))
+    return out
 
 
 def _detail(err: BaseException) -> str:
@@ -103,13 +131,15 @@ class GatewayRun:
         replicas: ReplicaSet,
         prompt_ids: Sequence[int],
         params: SamplingParams,
-        observer: abc.ObserverBase[int],
+        observer: abc.ObserverBase[Any],
         on_finish: FinishCallback | None,
         scheduler: abc.SchedulerBase | None,
+        logprobs: int | None = None,
     ) -> None:
         self.replicas = replicas
         self.prompt_ids = list(prompt_ids)
-        self.body = request_body(params)
+        self.params = params
+        self.logprobs = logprobs
         self.work = len(self.prompt_ids) + params.max_new_tokens
         self.observer = observer
         self.scheduler = scheduler
@@ -130,6 +160,10 @@ class GatewayRun:
             self._fail(GatewayError(f"gateway: no engine could take the request ({tried})"))
             return
         self._tried.append(replica)
+        self._send(replica)
+
+    def _send(self, replica: Replica) -> None:
+        """Send the request to ``replica`` (already counted in flight on it)."""
         attempt = _Try(replica)
         with self._lock:
             if self._disposed:
@@ -140,8 +174,9 @@ class GatewayRun:
         def on_finish(finish: Finish) -> None:
             attempt.finish = finish
 
+        body = request_body(self.params, self.logprobs, ids_in_logprobs=replica.ids_in_logprobs)
         source = replica.backend.completions(
-            self.prompt_ids, pieces=True, on_finish=on_finish, scheduler=self.scheduler, **self.body
+            self.prompt_ids, pieces=True, on_finish=on_finish, scheduler=self.scheduler, **body
         )
         subscription = source.subscribe(
             on_next=lambda piece: self._on_piece(attempt, piece),
@@ -169,21 +204,42 @@ class GatewayRun:
             # id as soon as it has it); text before any id means the engine sends none
             if self._streaming or not (piece.text or piece.tokens):
                 return
-            url = attempt.replica.url
-            self._abandon(attempt)
-            self._fail(
-                GatewayError(
-                    f"gateway: the engine at {url} streams text without token ids (it needs "
-                    "completions' return_token_ids, as vLLM and rxstream serve take it)",
-                    url=url,
-                )
-            )
+            self._no_ids(attempt)
             return
+        if self.logprobs is not None:
+            try:
+                items: Sequence[int | Piece] = token_pieces(piece, self.logprobs)
+            except ValueError as exc:
+                self._abandon(attempt)
+                url = attempt.replica.url
+                self._fail(GatewayError(f"gateway: the engine at {url} sent {exc}", url=url))
+                return
+        else:
+            items = piece.ids
         self._streaming = True
-        for token in piece.ids:
+        for item in items:
             if self._disposed:
                 return
-            self.observer.on_next(token)
+            self.observer.on_next(item)
+
+    def _no_ids(self, attempt: _Try) -> None:
+        """The engine streamed text without ids: ask it again for ids in its logprobs tokens
+        (``token_id:N``, an engine from before ``return_token_ids``), or fail when it was."""
+        replica = attempt.replica
+        self._abandon(attempt)
+        if not replica.ids_in_logprobs and self.logprobs is None:
+            replica.ids_in_logprobs = True
+            self.replicas.hold(replica, self.work)
+            self._send(replica)
+            return
+        self._fail(
+            GatewayError(
+                f"gateway: the engine at {replica.url} streams text without token ids (it needs "
+                "completions' return_token_ids or return_tokens_as_token_ids, as vLLM and "
+                "rxstream serve take them)",
+                url=replica.url,
+            )
+        )
 
     def _on_error(self, attempt: _Try, err: Exception) -> None:
         self._release(attempt)

@@ -23,6 +23,7 @@ from ._requests import GenerationRequest, validate_request
 from ._responses import collect, completion_body, stream_events
 from ._sse import EventStreamResponse, until_disconnect
 from ._state import ServerState
+from ._token_ids import TokenIdNames
 
 __all__ = ["Handlers"]
 
@@ -51,7 +52,7 @@ class Handlers:
             )
         if self._names is None:
             self._names = await asyncio.to_thread(TokenNames, self.state.model.tokenizer)
-        return self._names
+        return TokenIdNames(self._names) if req.tokens_as_ids else self._names
 
     async def completions(self, request: Request) -> Response:
         return await self._generate(request, chat=False)

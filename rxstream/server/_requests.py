@@ -23,7 +23,7 @@ from ._request_messages import messages_chars, parse_messages, parse_prompt
 from ._request_rules import compile_rules, parse_extension
 from ._request_sampling import REQUEST_FIELDS, parse_budget, parse_sampling, request_params
 from ._token_ids import FIELDS as TOKEN_ID_FIELDS
-from ._token_ids import parse_return_token_ids
+from ._token_ids import parse_return_token_ids, parse_tokens_as_ids
 from ._tools import (
     ToolChoice,
     parse_parallel_tool_calls,
@@ -67,6 +67,8 @@ class GenerationRequest:
             ``top_logprobs`` when ``logprobs`` is true; completions: ``logprobs``).
         return_token_ids: completions' ``return_token_ids`` (see ``_token_ids``): each choice
             carries the ids it holds.
+        tokens_as_ids: completions' ``return_tokens_as_token_ids``: log-probabilities name their
+            tokens ``token_id:N``.
     """
 
     chat: bool
@@ -87,6 +89,7 @@ class GenerationRequest:
     logprobs: int | None = None
     continuous_usage: bool = False
     return_token_ids: bool = False
+    tokens_as_ids: bool = False
 
     def sampling_params(self, defaults: SamplingParams, choice: int = 0) -> SamplingParams:
         """The request's sampling over the served model's ``defaults``, with its budget; choice
@@ -351,4 +354,5 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         n=n,
         logprobs=logprobs,
         return_token_ids=False if chat else parse_return_token_ids(body),
+        tokens_as_ids=False if chat else parse_tokens_as_ids(body),
     )

@@ -7,6 +7,10 @@ its generation produced since the previous chunk of that choice (ids whose text 
 back, a partial character, come with a later chunk; every id has come by the chunk with the
 ``finish_reason``); a non-streamed choice carries all of them. The ids are those the model
 emitted, in order, whatever the text rules (``stop``, ``replace``) then made of them.
+
+With ``"return_tokens_as_token_ids": true`` (vLLM's name too) the tokens of completions'
+``logprobs`` (``tokens`` and the keys of ``top_logprobs``) are spelled ``token_id:N``, so a client
+reads each log-probability's id, not a text two ids may share (:class:`TokenIdNames`).
 """
 
 from __future__ import annotations
@@ -17,23 +21,42 @@ from typing import Any
 
 from .._piece import Piece
 from ._errors import RequestError
+from ._logprobs import TokenNames
 
-__all__ = ["FIELDS", "TokenIds", "parse_return_token_ids"]
+__all__ = ["FIELDS", "TokenIdNames", "TokenIds", "parse_return_token_ids", "parse_tokens_as_ids"]
 
-FIELDS = frozenset({"return_token_ids"})
+FIELDS = frozenset({"return_token_ids", "return_tokens_as_token_ids"})
 """The request fields of the extension (completions requests)."""
+
+
+def _flag(body: Mapping[str, Any], name: str) -> bool:
+    value = body.get(name)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise RequestError(f"{name!r} must be a boolean, got {value!r}"[:300], param=name)
+    return value
 
 
 def parse_return_token_ids(body: Mapping[str, Any]) -> bool:
     """``return_token_ids`` (absent or null: False)."""
-    value = body.get("return_token_ids")
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise RequestError(
-            f"'return_token_ids' must be a boolean, got {value!r}"[:300], param="return_token_ids"
-        )
-    return value
+    return _flag(body, "return_token_ids")
+
+
+def parse_tokens_as_ids(body: Mapping[str, Any]) -> bool:
+    """``return_tokens_as_token_ids`` (absent or null: False)."""
+    return _flag(body, "return_tokens_as_token_ids")
+
+
+class TokenIdNames(TokenNames):
+    """Token names spelled ``token_id:N`` (bytes and character counts as ``names`` has them)."""
+
+    def __init__(self, names: TokenNames) -> None:  # not super().__init__: it reads the whole vocabulary
+        self.names = names
+
+    def get(self, token: int | str) -> tuple[str, list[int], int]:
+        _, raw, chars = self.names.get(token)
+        return (f"token_id:{token}" if isinstance(token, int) else str(token)), raw, chars
 
 
 class TokenIds:

@@ -54,3 +54,62 @@ def test_killed_replica_requests_not_yet_streaming_go_to_the_other(tiny_dir: Pat
             for t in threads:
                 t.join(60)
             assert got == expected
+
+
+@pytest.mark.slow
+def test_clients_that_disconnect_leave_no_upstream_request(tiny_dir: Path) -> None:
+    """32 clients at once through a gateway process in front of an engine process, most of them
+    leaving mid-stream at a random point: the engine's generations all end, the gateway answers."""
+    import random
+    import socket
+
+    rng = random.Random(7)
+    plans = [(rng.random() < 0.75, rng.randint(0, 12), rng.random() < 0.5) for _ in range(32)]
+    with serve_process(tiny_dir) as engine:
+        expected = complete(engine.url, "Once upon a time")["choices"][0]["text"]
+        with serve_process(tiny_dir, "--upstream", engine.url) as gw:
+            host, port = gw.address
+            errors: list[str] = []
+
+            def client(i: int, leave: bool, after: int, chat: bool) -> None:
+                path = "/v1/chat/completions" if chat else "/v1/completions"
+                ask: dict[str, Any] = (
+                    {"messages": [{"role": "user", "content": f"Story {i}"}]} if chat else {}
+                )
+                body = {**(ask or {"prompt": f"Story number {i}:"}), "max_tokens": 300, "stream": True}
+                try:
+                    if leave:  # a raw socket, closed after `after` events: no polite end
+                        data = json.dumps(body).encode()
+                        head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                        with socket.create_connection((host, port), timeout=30) as sock:
+                            sock.sendall(f"{head}Content-Length: {len(data)}\r\n\r\n".encode() + data)
+                            seen = b""
+                            while seen.count(b"data: ") < after:
+                                chunk = sock.recv(4096)
+                                if not chunk:
+                                    break
+                                seen += chunk
+                        return
+                    with httpx.stream("POST", f"{gw.url}{path}", json=body, timeout=60) as r:
+                        if r.status_code != 200:
+                            errors.append(f"client {i}: HTTP {r.status_code}: {r.read()[:300]!r}")
+                            return
+                        lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+                    if lines[-1] != "data: [DONE]":
+                        errors.append(f"client {i}: {lines[-1][:200]}")
+                except Exception as exc:
+                    errors.append(f"client {i}: {type(exc).__name__}: {exc}")
+
+            threads = [threading.Thread(target=client, args=(i, *plan)) for i, plan in enumerate(plans)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            assert not errors, errors
+            health = engine.wait_idle(timeout=10)  # no request left open upstream
+            assert health["active"] == 0 and health["waiting"] == 0, health
+            # the disconnects reached the engine as cancellations, and every request it began ended
+            assert health["finished"].get("cancelled", 0) >= 16, health
+            assert sum(health["finished"].values()) == health["started"], health
+            assert gw.wait_idle(timeout=5)["active"] == 0
+            assert complete(gw.url, "Once upon a time")["choices"][0]["text"] == expected
