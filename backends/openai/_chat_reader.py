@@ -96,6 +96,14 @@ class ChatReader:
         self.outputs.reasoning(reasoning)
         self._tool_calls(delta.get("tool_calls"))
         if self.pieces:
+            if not isinstance(choice.get("logprobs"), Mapping):  # ids only: what choice_tokens gives then
+                raw = choice.get("token_ids")
+                ids = ()
+                if isinstance(raw, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in raw):
+                    ids = tuple(raw)
+                if text or ids:
+                    self.outputs.text(text, Piece(text, ids))
+                return
             t = choice_tokens(choice, self.vocab)
             if text or t.size:
                 self.outputs.text(text, Piece(text, t.ids, t.logprobs, t.top_logprobs, t.tokens))

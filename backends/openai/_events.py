@@ -3,14 +3,14 @@ the token ids and log-probabilities a choice carries."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from rxstream._finish import Finish, FinishReason
 from rxstream._piece import Piece, TopLogprobs
 from rxstream.detok import TokenBytes
 
-__all__ = ["choice_tokens", "map_finish", "sse_events"]
+__all__ = ["choice_tokens", "map_finish", "sse_data", "sse_events"]
 
 
 def sse_events(lines: Iterator[str]) -> Iterator[str]:
@@ -31,6 +31,44 @@ def sse_events(lines: Iterator[str]) -> Iterator[str]:
             data.append(value)
     if data:
         yield "\n".join(data)
+
+
+def sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
+    """Yield the ``data`` of each server-sent event in a stream's raw bytes (multi-line data
+    joined with newlines; UTF-8, an invalid byte read as U+FFFD).
+
+    The same events as :func:`sse_events` over the stream's lines, read in one pass over each
+    chunk: lines end at ``\r\n``, ``\r`` or ``\n`` only (the event stream's own line ends; a
+    U+2028 inside an event's JSON does not split it), and an event's bytes are decoded once."""
+    pending = b""  # the line in progress, and a ``\r`` whose ``\n`` may be in the next chunk
+    data: list[bytes] = []
+    for chunk in chunks:
+        if not chunk:
+            continue
+        buf = pending + chunk if pending else chunk
+        cr = b""
+        if b"\r" in buf:
+            if buf[-1:] == b"\r":
+                buf, cr = buf[:-1], b"\r"
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = buf.split(b"\n")
+        pending = lines.pop() + cr
+        for line in lines:
+            if not line:
+                if data:
+                    yield (data[0] if len(data) == 1 else b"\n".join(data)).decode("utf-8", "replace")
+                    data = []
+            elif line[:5] == b"data:":
+                data.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif line == b"data":
+                data.append(b"")
+    line = pending.rstrip(b"\r")
+    if line[:5] == b"data:":
+        data.append(line[6:] if line[5:6] == b" " else line[5:])
+    elif line == b"data":
+        data.append(b"")
+    if data:
+        yield b"\n".join(data).decode("utf-8", "replace")
 
 
 def map_finish(reason: str | None, stop_reason: object) -> Finish:

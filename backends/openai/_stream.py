@@ -16,7 +16,7 @@ from reactivex import abc
 from rxstream import Finish, FinishCallback, FinishOnce, FinishReason
 
 from ._errors import OpenAIBackendError, RemoteError, error_line, one_line
-from ._events import sse_events
+from ._events import sse_data
 from ._outputs import Outputs, RemoteUsage
 
 __all__ = ["Reader", "StreamRequest"]
@@ -160,7 +160,7 @@ class StreamRequest:
     def _read_events(self, response: httpx.Response) -> bool:
         """Emit the items of each event until the reader's end, ``[DONE]`` or the stream's end
         (returns True when the stream may end there)."""
-        for data in sse_events(response.iter_lines()):
+        for data in sse_data(response.iter_bytes()):
             if self._disposed:
                 return False
             if data.strip() == "[DONE]":
