@@ -41,8 +41,14 @@ class RequestError(Exception):
 
 def generation_error(exc: BaseException) -> RequestError:
     """What a failure during a generation tells the client: the request's own rules asked too
-    much (a 400 naming ``rxstream``: a regex budget or a hold limit with ``on_hold_limit="error"``),
-    else the server failed (500)."""
+    much (a 400 naming ``rxstream``: a regex budget or a hold limit with ``on_hold_limit="error"``);
+    an upstream engine (an error with the engine's ``url`` and HTTP ``status``, as the gateway
+    raises) refused the request (its 4xx, passed on) or failed (502); else the server failed (500)."""
     if isinstance(exc, RegexBudgetError | HoldLimitError):
         return RequestError(f"the request's rules: {exc}", param="rxstream", code="rules_too_costly")
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and isinstance(getattr(exc, "url", None), str):
+        if 400 <= status < 500:
+            return RequestError(str(exc), status=status, code="upstream_error")
+        return RequestError(str(exc), status=502, kind="server_error", code="upstream_error")
     return RequestError(f"generation failed: {exc}", status=500, kind="server_error")

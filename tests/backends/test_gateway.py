@@ -226,7 +226,9 @@ def test_engine_errors_are_clear_client_errors(model: OnnxModel, tiny_dir: Path)
             assert f"the engine at {r_url} failed: HTTP 400:" in message and "max_tokens" in message
             assert "\n" not in message
             answer = httpx.post(f"{gw}/v1/completions", json={"prompt": "Hi", "max_tokens": 50}, timeout=30)
-            assert answer.status_code == 500 and "HTTP 400" in answer.json()["error"]["message"]
+            # the engine's refusal is the client's: its 400, one line naming the engine
+            assert answer.status_code == 400 and "HTTP 400" in answer.json()["error"]["message"]
+            assert answer.json()["error"]["code"] == "upstream_error"
         with (
             GatewayModel(b_url, tiny_dir, health_interval=None) as gateway,
             run_in_thread(gateway_app(gateway)) as gw,
