@@ -115,3 +115,33 @@ def test_clients_that_disconnect_leave_no_upstream_request(tiny_dir: Path) -> No
             assert sum(health["finished"].values()) == health["started"], health
             assert gw.wait_idle(timeout=5)["active"] == 0
             assert complete(gw.url, "Once upon a time")["choices"][0]["text"] == expected
+
+
+@pytest.mark.slow
+def test_chat_through_an_upstream_engine_answers_as_the_engine(tiny_dir: Path) -> None:
+    """``rxstream chat --upstream URL``: the prompt rendered and tokenized here, the engine's ids
+    detokenized here: the same answer as the engine's own chat endpoint."""
+    import subprocess
+    import sys
+
+    rxstream = str(Path(sys.executable).with_name("rxstream"))
+    with serve_process(tiny_dir) as engine:
+        body = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 12, "temperature": 0}
+        reply = httpx.post(f"{engine.url}/v1/chat/completions", json=body, timeout=60).json()
+        direct = reply["choices"][0]["message"]["content"]
+        args = [
+            "--upstream",
+            engine.url,
+            "--model",
+            str(tiny_dir),
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "12",
+        ]
+        r = subprocess.run(
+            [rxstream, "chat", *args, "Hello"], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == direct + "\n"
+        assert "[finish: length | 12 tokens" in r.stderr and "remote" in r.stderr
