@@ -129,7 +129,9 @@ class Handlers:
     async def health(self, _request: Request) -> Response:
         body = {"status": "ok", "model": self.state.model_name, "sampling_defaults": self._defaults()}
         batch = {"batching": self.state.batching, "batch": self.state.batch_stats()}
-        return JSONResponse({**body, **self.state.stats.snapshot(), **batch})
+        replicas = getattr(self.state.model, "replica_stats", None)  # a gateway's upstream engines
+        upstream = {"upstream": replicas()} if callable(replicas) else {}
+        return JSONResponse({**body, **self.state.stats.snapshot(), **batch, **upstream})
 
     async def index(self, _request: Request) -> Response:
         return HTMLResponse(self.page)

@@ -296,3 +296,17 @@ def test_bad_arguments(tiny_dir: Path, tmp_path: Path) -> None:
         GatewayModel("http://127.0.0.1:1", tmp_path, health_interval=None)
     with pytest.raises(ValueError, match="twice"):
         GatewayModel(["http://a:1/v1", "http://a:1"], tiny_dir, health_interval=None)
+
+
+def test_health_lists_the_upstream_engines(model: OnnxModel, tiny_dir: Path) -> None:
+    """A gateway's ``/health`` shows each engine: its URL, health and requests in flight; a model
+    that is not a gateway has no ``upstream`` entry."""
+    with run_in_thread(create_app(model, model_name="tiny")) as engine:
+        assert "upstream" not in httpx.get(f"{engine}/health", timeout=30).json()
+        with (
+            GatewayModel(engine, tiny_dir, health_interval=None) as gateway,
+            run_in_thread(gateway_app(gateway)) as gw,
+        ):
+            post(gw, "/v1/completions", {"prompt": "Hi", "max_tokens": 3})
+            upstream = httpx.get(f"{gw}/health", timeout=30).json()["upstream"]
+            assert [(u["url"], u["healthy"], u["in_flight"]) for u in upstream] == [(engine, True, 0)]
