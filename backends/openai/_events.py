@@ -10,36 +10,16 @@ from rxstream._finish import Finish, FinishReason
 from rxstream._piece import Piece, TopLogprobs
 from rxstream.detok import TokenBytes
 
-__all__ = ["choice_tokens", "map_finish", "sse_data", "sse_events"]
-
-
-def sse_events(lines: Iterator[str]) -> Iterator[str]:
-    """Yield the ``data`` of each server-sent event (multi-line data joined with newlines)."""
-    data: list[str] = []
-    for line in lines:
-        if line == "":
-            if data:
-                yield "\n".join(data)
-                data = []
-            continue
-        if line.startswith(":"):
-            continue
-        field, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if field == "data":
-            data.append(value)
-    if data:
-        yield "\n".join(data)
+__all__ = ["TypedEvents", "choice_tokens", "event_object", "event_str", "map_finish", "sse_data"]
 
 
 def sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
     """Yield the ``data`` of each server-sent event in a stream's raw bytes (multi-line data
     joined with newlines; UTF-8, an invalid byte read as U+FFFD).
 
-    The same events as :func:`sse_events` over the stream's lines, read in one pass over each
-    chunk: lines end at ``\r\n``, ``\r`` or ``\n`` only (the event stream's own line ends; a
-    U+2028 inside an event's JSON does not split it), and an event's bytes are decoded once."""
+    Read in one pass over each chunk: lines end at ``\r\n``, ``\r`` or ``\n`` only (the event
+    stream's own line ends; a U+2028 inside an event's JSON does not split it), and an event's
+    bytes are decoded once."""
     pending = b""  # the line in progress, and a ``\r`` whose ``\n`` may be in the next chunk
     data: list[bytes] = []
     for chunk in chunks:
@@ -214,3 +194,42 @@ def choice_tokens(choice: Mapping[str, Any], vocab: TokenBytes | None = None) ->
     if ids is not None:
         return Piece("", tuple(ids), logprobs, top_logprobs)
     return Piece("", (), logprobs, top_logprobs, tuple(t.text for t in tokens))
+
+
+def event_object(event: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``event[key]``, which must be a JSON object (ValueError naming the event type)."""
+    value = event.get(key)
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{event.get('type')}: '{key}' is not an object")
+    return value
+
+
+def event_str(event: Mapping[str, Any], key: str) -> str:
+    """``event[key]``, which must be a string (ValueError naming the event type)."""
+    value = event.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"{event.get('type')}: '{key}' is not a string")
+    return value
+
+
+class TypedEvents:
+    """What the readers of the typed-event APIs (Responses, Messages) share: the finish once the
+    stream's last event was read, and each event's ``type``."""
+
+    finish: Finish | None = None
+
+    @property
+    def ended(self) -> bool:
+        """True once the stream's last event was read."""
+        return self.finish is not None
+
+    def saw_done(self) -> None:
+        """A ``[DONE]`` event (not part of these APIs): the stream ends, as read so far."""
+
+    @staticmethod
+    def event_type(event: Mapping[str, Any]) -> str:
+        """The event's ``type`` (ValueError: none)."""
+        kind = event.get("type")
+        if not isinstance(kind, str):
+            raise ValueError("no 'type' string")
+        return kind

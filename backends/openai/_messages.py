@@ -18,26 +18,13 @@ from typing import Any
 from rxstream._finish import Finish, FinishReason
 
 from ._errors import RemoteError, error_line
+from ._events import TypedEvents, event_object, event_str
 from ._outputs import Outputs, RemoteUsage, count
 
 __all__ = ["MessagesReader"]
 
 
-def _object(event: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = event.get(key)
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{event.get('type')}: '{key}' is not an object")
-    return value
-
-
-def _str(event: Mapping[str, Any], key: str) -> str:
-    value = event.get(key)
-    if not isinstance(value, str):
-        raise ValueError(f"{event.get('type')}: '{key}' is not a string")
-    return value
-
-
-class MessagesReader:
+class MessagesReader(TypedEvents):
     """Turns each event of one Messages stream into :class:`Outputs` calls."""
 
     END = "message_stop"
@@ -49,38 +36,28 @@ class MessagesReader:
         self._stop_sequence: object = None
         self._usage: dict[str, int | None] = {}
 
-    @property
-    def ended(self) -> bool:
-        """True once ``message_stop`` was read."""
-        return self.finish is not None
-
-    def saw_done(self) -> None:
-        """A ``[DONE]`` event (not part of this API): the stream ends, as read so far."""
-
     def read(self, data: str, event: Mapping[str, Any]) -> bool:
         """Read one event; True when it ends the stream. ValueError: malformed; RemoteError: the
         server reported an error."""
-        kind = event.get("type")
-        if not isinstance(kind, str):
-            raise ValueError("no 'type' string")
+        kind = self.event_type(event)
         out = self.outputs
         if kind == "content_block_start":
-            self._block_start(event.get("index"), _object(event, "content_block"))
+            self._block_start(event.get("index"), event_object(event, "content_block"))
         elif kind == "content_block_delta":
-            delta = _object(event, "delta")
+            delta = event_object(event, "delta")
             dtype = delta.get("type")
             if dtype == "text_delta":
-                out.text(_str(delta, "text"))
+                out.text(event_str(delta, "text"))
             elif dtype == "thinking_delta":
-                out.reasoning(_str(delta, "thinking"))
+                out.reasoning(event_str(delta, "thinking"))
             elif dtype == "input_json_delta":
-                out.call_arguments(event.get("index"), _str(delta, "partial_json"))
+                out.call_arguments(event.get("index"), event_str(delta, "partial_json"))
         elif kind == "content_block_stop":
             out.call_end(event.get("index"))
         elif kind == "message_start":
-            self._add_usage(_object(event, "message").get("usage"))
+            self._add_usage(event_object(event, "message").get("usage"))
         elif kind == "message_delta":
-            delta = _object(event, "delta")
+            delta = event_object(event, "delta")
             self._stop_reason = delta.get("stop_reason", self._stop_reason)
             self._stop_sequence = delta.get("stop_sequence", self._stop_sequence)
             self._add_usage(event.get("usage"))
@@ -95,7 +72,7 @@ class MessagesReader:
     def _block_start(self, index: object, block: Mapping[str, Any]) -> None:
         btype = block.get("type")
         if btype == "tool_use":
-            self.outputs.call_start(index, str(block.get("id") or ""), _str(block, "name"))
+            self.outputs.call_start(index, str(block.get("id") or ""), event_str(block, "name"))
             given = block.get("input")
             if isinstance(given, Mapping) and given:  # a whole input up front (no deltas follow)
                 self.outputs.call_arguments(index, json.dumps(given))

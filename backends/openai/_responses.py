@@ -18,7 +18,7 @@ from rxstream._piece import Piece
 from rxstream.detok import TokenBytes
 
 from ._errors import RemoteError, error_line
-from ._events import choice_tokens
+from ._events import TypedEvents, choice_tokens, event_str
 from ._outputs import Outputs, RemoteUsage, count
 
 __all__ = ["ResponsesReader"]
@@ -37,14 +37,7 @@ def _usage(usage: object) -> RemoteUsage | None:
     )
 
 
-def _str(event: Mapping[str, Any], key: str) -> str:
-    value = event.get(key)
-    if not isinstance(value, str):
-        raise ValueError(f"{event.get('type')}: '{key}' is not a string")
-    return value
-
-
-class ResponsesReader:
+class ResponsesReader(TypedEvents):
     """Turns each event of one Responses stream into :class:`Outputs` calls."""
 
     END = "response.completed, response.incomplete or response.failed"
@@ -55,32 +48,22 @@ class ResponsesReader:
         self.vocab = vocab
         self.finish: Finish | None = None
 
-    @property
-    def ended(self) -> bool:
-        """True once the response's end was read."""
-        return self.finish is not None
-
-    def saw_done(self) -> None:
-        """A ``[DONE]`` event (not part of this API): the stream ends, as read so far."""
-
     def read(self, data: str, event: Mapping[str, Any]) -> bool:
         """Read one event; True when it ends the stream. ValueError: malformed; RemoteError: the
         server reported an error."""
-        kind = event.get("type")
-        if not isinstance(kind, str):
-            raise ValueError("no 'type' string")
+        kind = self.event_type(event)
         out = self.outputs
         if kind == "response.output_text.delta":
-            text = _str(event, "delta")
+            text = event_str(event, "delta")
             out.text(text, self._piece(text, event.get("logprobs")) if self.pieces else None)
         elif kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):
-            out.reasoning(_str(event, "delta"))
+            out.reasoning(event_str(event, "delta"))
         elif kind in ("response.output_item.added", "response.output_item.done"):
             self._item(kind, event)
         elif kind == "response.function_call_arguments.delta":
-            out.call_arguments(event.get("output_index"), _str(event, "delta"))
+            out.call_arguments(event.get("output_index"), event_str(event, "delta"))
         elif kind == "response.function_call_arguments.done":
-            out.call_arguments_are(event.get("output_index"), _str(event, "arguments"))
+            out.call_arguments_are(event.get("output_index"), event_str(event, "arguments"))
         elif kind in ("response.completed", "response.incomplete"):
             return self._end(kind, event.get("response"))
         elif kind == "response.failed":
@@ -111,7 +94,7 @@ class ResponsesReader:
             raise ValueError(f"{kind}: the function call's 'arguments' is not a string")
         if kind == "response.output_item.added":
             call_id = item.get("call_id") or item.get("id") or ""
-            self.outputs.call_start(key, str(call_id), _str(item, "name"))
+            self.outputs.call_start(key, str(call_id), event_str(item, "name"))
             self.outputs.call_arguments(key, arguments)
         else:
             self.outputs.call_arguments_are(key, arguments)
