@@ -42,12 +42,24 @@ from reactivex.disposable import Disposable
 from ._finish import Finish, FinishCallback, FinishOnce, FinishReason
 from ._piece import Piece, join_tokens
 
-__all__ = ["from_async_iterable", "to_async_iterable"]
+__all__ = ["from_async_iterable", "scheduler_loop", "to_async_iterable"]
 
 _T = TypeVar("_T")
 
 _TASKS: set[asyncio.Task[None]] = set()
 """Tasks started by :func:`from_async_iterable` subscriptions that have not finished yet."""
+
+
+def scheduler_loop(scheduler: abc.SchedulerBase | None) -> asyncio.AbstractEventLoop | None:
+    """The event loop of an asyncio scheduler (reactivex's ``AsyncIOScheduler`` and
+    ``AsyncIOThreadSafeScheduler``), else None: a backend given one runs its requests as tasks on
+    that loop instead of on threads."""
+    from reactivex.scheduler.eventloop import AsyncIOScheduler
+
+    if not isinstance(scheduler, AsyncIOScheduler):
+        return None
+    loop = getattr(scheduler, "_loop", None)  # set by its constructor; reactivex has no accessor
+    return loop if isinstance(loop, asyncio.AbstractEventLoop) else None
 
 
 def _merge(items: list[Any]) -> list[Any]:
@@ -112,7 +124,10 @@ class _Channel(Generic[_T]):
         if self.waiter is not None and not self.wake_pending:
             self.wake_pending = True
             try:
-                self.loop.call_soon_threadsafe(self._wake)
+                if threading.get_ident() == self.loop_thread:  # no self-pipe write from the loop itself
+                    self.loop.call_soon(self._wake)
+                else:
+                    self.loop.call_soon_threadsafe(self._wake)
             except RuntimeError:  # loop closed: nobody is listening any more
                 return False
         return True

@@ -3,9 +3,9 @@ from remote engines."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import reactivex
@@ -65,6 +65,12 @@ class GatewayModel:
     reach ``on_error`` and ``on_finish`` (``Finish(ERROR)``) as a :class:`GatewayError` with a
     one-line message. :meth:`close` ends the health checks and the connection pools.
     """
+
+    streams_on_loop: ClassVar[bool] = True
+    """Given an asyncio scheduler (reactivex's ``AsyncIOScheduler``), :meth:`generate` and
+    :meth:`text` run each request as a task on its event loop, with no thread per stream, and
+    ``generate`` takes ``ready``: ``rxstream serve`` passes its own loop's scheduler, so the
+    engine's ids, the text pipeline and the response all run on one thread."""
 
     def __init__(
         self,
@@ -174,11 +180,15 @@ class GatewayModel:
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
         logprobs: int | None = None,
+        ready: Callable[[], bool] | None = None,
         **kwargs: Any,
     ) -> reactivex.Observable[Any]:
         """A cold observable of the ids an engine generates for ``prompt_ids``: each subscription
-        sends its own request (on ``scheduler``, else a thread of its own); keyword arguments are
-        :class:`~rxstream.SamplingParams` fields.
+        sends its own request (on ``scheduler``, else a thread of its own; an asyncio scheduler
+        runs it as a task on its loop, see :attr:`streams_on_loop`); keyword arguments are
+        :class:`~rxstream.SamplingParams` fields. ``ready`` (with an asyncio scheduler): reading
+        the engine's stream pauses while it returns False (a slow reader holds the engine back
+        through TCP, instead of piling text up here).
 
         ``logprobs=k`` (0 to 20) asks the engine for log-probabilities (``logprobs: k`` with
         ``return_tokens_as_token_ids``) and emits, as a local model does, one
@@ -206,7 +216,7 @@ class GatewayModel:
                     on_finish(Finish(FinishReason.LENGTH))
                 observer.on_completed()
                 return Disposable()
-            run = GatewayRun(self._replicas, ids, sampling, observer, on_finish, scheduler, logprobs)
+            run = GatewayRun(self._replicas, ids, sampling, observer, on_finish, scheduler, logprobs, ready)
             run.start()
             return run.disposable()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from reactivex import abc
@@ -135,8 +135,10 @@ class GatewayRun:
         on_finish: FinishCallback | None,
         scheduler: abc.SchedulerBase | None,
         logprobs: int | None = None,
+        ready: Callable[[], bool] | None = None,
     ) -> None:
         self.replicas = replicas
+        self.ready = ready
         self.prompt_ids = list(prompt_ids)
         self.params = params
         self.logprobs = logprobs
@@ -176,7 +178,12 @@ class GatewayRun:
 
         body = request_body(self.params, self.logprobs, ids_in_logprobs=replica.ids_in_logprobs)
         source = replica.backend.completions(
-            self.prompt_ids, pieces=True, on_finish=on_finish, scheduler=self.scheduler, **body
+            self.prompt_ids,
+            pieces=True,
+            on_finish=on_finish,
+            scheduler=self.scheduler,
+            ready=self.ready,
+            **body,
         )
         subscription = source.subscribe(
             on_next=lambda piece: self._on_piece(attempt, piece),

@@ -3,8 +3,11 @@ a chat in one of three APIs (Chat Completions, Responses, Messages)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, overload
 
 import httpx
@@ -14,6 +17,7 @@ from reactivex.disposable import Disposable
 
 from rxstream._finish import FinishCallback
 from rxstream._piece import Piece
+from rxstream.aio import scheduler_loop
 from rxstream.channels import Segment, ToolCallEvent
 from rxstream.detok import TokenBytes
 
@@ -22,7 +26,8 @@ from ._messages import MessagesReader
 from ._outputs import Outputs, RemoteUsage
 from ._request import API, APIS, chat_request, headers_for
 from ._responses import ResponsesReader
-from ._stream import Reader, StreamRequest
+from ._stream import PAUSE, Reader, StreamRequest
+from ._wire import WirePool, wire_target
 
 __all__ = ["OpenAIBackend"]
 
@@ -91,14 +96,60 @@ class OpenAIBackend:
         self._client = httpx.Client(
             headers=all_headers, timeout=httpx.Timeout(timeout), transport=transport, limits=limits
         )
+        self._client_options: dict[str, Any] = {
+            "headers": all_headers,
+            "timeout": httpx.Timeout(timeout),
+            "limits": limits,
+            # a mock transport answers both kinds of client; another sync transport has no async side
+            "transport": transport if isinstance(transport, httpx.AsyncBaseTransport) else None,
+        }
+        self._async_clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        self._wire_pools: dict[asyncio.AbstractEventLoop, WirePool] = {}
+        self._wire_headers = all_headers
+        self._timeout = float(timeout)
+        # httpx reads the proxy variables for the client: the plain path must not bypass them
+        self._wire_ok = transport is None and not any(
+            os.environ.get(name) for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+        )
         self._vocab = None if tokenizer is None else TokenBytes(tokenizer)
 
     def _model_field(self) -> dict[str, str]:
         return {} if self.model is None else {"model": self.model}
 
+    def _on_loop(
+        self, request: StreamRequest, loop: asyncio.AbstractEventLoop, ready: Callable[[], bool] | None
+    ) -> Coroutine[Any, Any, None]:
+        """The coroutine that runs ``request`` on ``loop``: over the loop's plain-HTTP pool for
+        an ``http://`` engine (no transport or proxy given), else with the loop's httpx client."""
+        target = wire_target(request.url) if self._wire_ok else None
+        if target is not None:
+            pool = self._wire_pools.get(loop)
+            if pool is None:
+                pool = self._wire_pools[loop] = WirePool(loop, self._wire_headers, self._timeout, PAUSE)
+            return request.arun_wire(pool, target, ready)
+        return request.arun(self._async_client(loop), ready)
+
+    def _async_client(self, loop: asyncio.AbstractEventLoop) -> httpx.AsyncClient:
+        """The connection pool of requests that run on ``loop`` (made on first use, on the loop)."""
+        client = self._async_clients.get(loop)
+        if client is None:
+            client = self._async_clients[loop] = httpx.AsyncClient(**self._client_options)
+        return client
+
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pools (an event loop's, on that loop when it still runs)."""
         self._client.close()
+        pools, self._wire_pools = self._wire_pools, {}
+        for loop, pool in pools.items():
+            if not loop.is_closed():
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(pool.close)
+        clients, self._async_clients = self._async_clients, {}
+        for loop, client in clients.items():
+            if loop.is_closed():
+                continue
+            with contextlib.suppress(RuntimeError):
+                asyncio.run_coroutine_threadsafe(client.aclose(), loop)
 
     def __enter__(self) -> OpenAIBackend:
         return self
@@ -114,6 +165,7 @@ class OpenAIBackend:
         pieces: Literal[False] = False,
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
+        ready: Callable[[], bool] | None = None,
         **params: Any,
     ) -> reactivex.Observable[str]: ...
 
@@ -125,6 +177,7 @@ class OpenAIBackend:
         pieces: Literal[True],
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
+        ready: Callable[[], bool] | None = None,
         **params: Any,
     ) -> reactivex.Observable[Piece]: ...
 
@@ -135,6 +188,7 @@ class OpenAIBackend:
         pieces: bool = False,
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
+        ready: Callable[[], bool] | None = None,
         **params: Any,
     ) -> reactivex.Observable[str] | reactivex.Observable[Piece]:
         """Stream ``POST /completions`` for ``prompt`` (text or token ids).
@@ -142,6 +196,12 @@ class OpenAIBackend:
         ``params`` are added to the request body (``max_tokens``, ``temperature``, ``stop``,
         ``seed``, server extensions such as ``rxstream={"replace": {...}}``). Items are text
         deltas, or :class:`~rxstream.Piece` items with ``pieces=True``.
+
+        ``scheduler``: where the request runs; an asyncio scheduler (reactivex's
+        ``AsyncIOScheduler``) makes it a task on that scheduler's loop, read with an async client
+        of that loop (no thread per stream: what a server holding many streams wants); None: a
+        thread of its own. ``ready`` (on a loop only): reading pauses while it returns False,
+        and the engine waits on TCP's flow control (back-pressure from a slow reader).
         """
         if self.api == "messages":
             raise ValueError(
@@ -165,6 +225,7 @@ class OpenAIBackend:
             on_finish,
             None,
             scheduler,
+            ready,
         )
 
     @overload
@@ -270,14 +331,18 @@ class OpenAIBackend:
         on_finish: FinishCallback | None,
         on_usage: Callable[[RemoteUsage], None] | None,
         scheduler: abc.SchedulerBase | None,
+        ready: Callable[[], bool] | None = None,
     ) -> reactivex.Observable[Any]:
         url = self.base_url + path
         client = self._client
+        loop = scheduler_loop(scheduler)
 
         def subscribe(observer: abc.ObserverBase[Any], _sched: abc.SchedulerBase | None = None) -> Disposable:
             reader = make_reader()
             request = StreamRequest(client, url, body, reader, observer, on_finish, on_usage)
-            if scheduler is not None:
+            if loop is not None:
+                request.start_on(loop, lambda: self._on_loop(request, loop, ready))
+            elif scheduler is not None:
                 scheduler.schedule(lambda _s, _st: request.run())
             else:
                 threading.Thread(target=request.run, name="rxstream-openai", daemon=True).start()

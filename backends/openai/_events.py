@@ -10,21 +10,37 @@ from rxstream._finish import Finish, FinishReason
 from rxstream._piece import Piece, TopLogprobs
 from rxstream.detok import TokenBytes
 
-__all__ = ["TypedEvents", "choice_tokens", "event_object", "event_str", "map_finish", "sse_data"]
+__all__ = [
+    "SseDecoder",
+    "TypedEvents",
+    "choice_tokens",
+    "event_object",
+    "event_str",
+    "map_finish",
+    "sse_data",
+]
 
 
-def sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
-    """Yield the ``data`` of each server-sent event in a stream's raw bytes (multi-line data
-    joined with newlines; UTF-8, an invalid byte read as U+FFFD).
+class SseDecoder:
+    """The ``data`` of each server-sent event in a stream's raw bytes, chunk by chunk
+    (:meth:`feed` each chunk as it comes, :meth:`end` at the stream's end): multi-line data
+    joined with newlines; UTF-8, an invalid byte read as U+FFFD.
 
     Read in one pass over each chunk: lines end at ``\r\n``, ``\r`` or ``\n`` only (the event
     stream's own line ends; a U+2028 inside an event's JSON does not split it), and an event's
     bytes are decoded once."""
-    pending = b""  # the line in progress, and a ``\r`` whose ``\n`` may be in the next chunk
-    data: list[bytes] = []
-    for chunk in chunks:
+
+    __slots__ = ("_data", "_pending")
+
+    def __init__(self) -> None:
+        self._pending = b""  # the line in progress, and a ``\r`` whose ``\n`` may be in the next chunk
+        self._data: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The events that ``chunk`` completes (in order)."""
         if not chunk:
-            continue
+            return []
+        pending = self._pending
         buf = pending + chunk if pending else chunk
         cr = b""
         if b"\r" in buf:
@@ -32,23 +48,39 @@ def sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
                 buf, cr = buf[:-1], b"\r"
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         lines = buf.split(b"\n")
-        pending = lines.pop() + cr
+        self._pending = lines.pop() + cr
+        out: list[str] = []
+        data = self._data
         for line in lines:
             if not line:
                 if data:
-                    yield (data[0] if len(data) == 1 else b"\n".join(data)).decode("utf-8", "replace")
-                    data = []
+                    out.append((data[0] if len(data) == 1 else b"\n".join(data)).decode("utf-8", "replace"))
+                    data = self._data = []
             elif line[:5] == b"data:":
                 data.append(line[6:] if line[5:6] == b" " else line[5:])
             elif line == b"data":
                 data.append(b"")
-    line = pending.rstrip(b"\r")
-    if line[:5] == b"data:":
-        data.append(line[6:] if line[5:6] == b" " else line[5:])
-    elif line == b"data":
-        data.append(b"")
-    if data:
-        yield b"\n".join(data).decode("utf-8", "replace")
+        return out
+
+    def end(self) -> list[str]:
+        """The last event, when the stream ends without the blank line that closes it."""
+        line = self._pending.rstrip(b"\r")
+        data = self._data
+        self._pending, self._data = b"", []
+        if line[:5] == b"data:":
+            data.append(line[6:] if line[5:6] == b" " else line[5:])
+        elif line == b"data":
+            data.append(b"")
+        return [b"\n".join(data).decode("utf-8", "replace")] if data else []
+
+
+def sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
+    """Yield the ``data`` of each server-sent event in a stream's raw bytes (see
+    :class:`SseDecoder`)."""
+    decoder = SseDecoder()
+    for chunk in chunks:
+        yield from decoder.feed(chunk)
+    yield from decoder.end()
 
 
 def map_finish(reason: str | None, stop_reason: object) -> Finish:

@@ -3,12 +3,13 @@ events turned into items, and disposal that shuts the socket."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, NoReturn, Protocol
 
 import httpx
 from reactivex import abc
@@ -16,10 +17,14 @@ from reactivex import abc
 from rxstream import Finish, FinishCallback, FinishOnce, FinishReason
 
 from ._errors import OpenAIBackendError, RemoteError, error_line, one_line
-from ._events import sse_data
+from ._events import SseDecoder, sse_data
 from ._outputs import Outputs, RemoteUsage
+from ._wire import WireConnection, WireError, WirePool
 
-__all__ = ["Reader", "StreamRequest"]
+__all__ = ["PAUSE", "Reader", "StreamRequest"]
+
+PAUSE = 0.005
+"""Seconds between two looks at ``ready`` while a slow reader holds a stream."""
 
 
 class Reader(Protocol):
@@ -37,6 +42,27 @@ class Reader(Protocol):
     def saw_done(self) -> None: ...  # a ``data: [DONE]`` event
 
     def read(self, data: str, event: Mapping[str, Any]) -> bool: ...  # True: the last event
+
+
+_TASKS: set[asyncio.Task[None]] = set()
+"""The requests running as tasks (the loop holds only weak references to tasks)."""
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _cancel(task: asyncio.Task[None]) -> None:
+    """Cancel a request's task from any thread."""
+    loop = task.get_loop()
+    if _running_loop() is loop:
+        task.cancel()
+    else:
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(task.cancel)
 
 
 class _Failed(Exception):
@@ -72,15 +98,42 @@ class StreamRequest:
         self._lock = threading.Lock()
         self._disposed = False
         self._sock: socket.socket | None = None
+        self._task: asyncio.Task[None] | None = None
 
     # -- disposal ----------------------------------------------------------------------------
     def dispose(self) -> None:
         with self._lock:
             self._disposed = True
             sock = self._sock
-        if self.report(Finish(FinishReason.CANCELLED)) and sock is not None:
+            task = self._task
+        cancelled = self.report(Finish(FinishReason.CANCELLED))
+        if task is not None:
+            _cancel(task)
+        elif cancelled and sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+    def start_on(self, loop: asyncio.AbstractEventLoop, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``run()`` (:meth:`arun` or :meth:`arun_wire`, bound) as a task on ``loop``, from
+        any thread; :meth:`dispose` cancels it."""
+
+        def start() -> None:
+            if self._disposed:
+                return
+            task = loop.create_task(run())
+            _TASKS.add(task)
+            task.add_done_callback(_TASKS.discard)
+            with self._lock:
+                self._task = task
+                disposed = self._disposed
+            if disposed:
+                task.cancel()
+
+        if _running_loop() is loop:
+            start()
+        else:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nothing can run there any more
+                loop.call_soon_threadsafe(start)
 
     def _set_socket(self, sock: socket.socket | None) -> bool:
         """Remember the connection's socket; shut it at once if disposed meanwhile. True: disposed."""
@@ -113,10 +166,9 @@ class StreamRequest:
     # -- the stream --------------------------------------------------------------------------
     def run(self) -> None:
         """Make the request and emit its items; report how it ended (on the calling thread)."""
-        url = self.url
         try:
             with self.client.stream(
-                "POST", url, json=self.body, extensions={"trace": self._trace}
+                "POST", self.url, json=self.body, extensions={"trace": self._trace}
             ) as response:
                 stream = response.extensions.get("network_stream")
                 sock = None
@@ -126,29 +178,152 @@ class StreamRequest:
                 if self._set_socket(sock):
                     return
                 if response.status_code >= 400:
-                    text = response.read().decode("utf-8", "replace")
-                    line = error_line(text) or one_line(text)
-                    message = f"OpenAIBackend: POST {url} returned HTTP {response.status_code}: {line}"
-                    raise self._fail(message, status=response.status_code)
+                    self._refused(response.status_code, response.read())
                 done = self._read_events(response)
-                if self._disposed:
-                    return
-                if not done:
-                    raise self._fail(f"OpenAIBackend: the stream from {url} ended before {self.reader.END}")
         except _Failed:
             return
-        except httpx.HTTPError as exc:
+        except Exception as exc:
+            self._broke(exc)
+            return
+        self._end(done)
+
+    async def arun(self, client: httpx.AsyncClient, ready: Callable[[], bool] | None = None) -> None:
+        """:meth:`run` as a coroutine on an event loop (``client`` is that loop's): a task per
+        request instead of a thread. ``ready``: reading pauses while it returns False (the
+        engine then waits on TCP's flow control). Cancelling the task closes the connection."""
+        if self._disposed:
+            return
+        try:
+            async with client.stream("POST", self.url, json=self.body) as response:
+                if self._disposed:
+                    return
+                if response.status_code >= 400:
+                    self._refused(response.status_code, await response.aread())
+                decoder = SseDecoder()
+                done: bool | None = None
+                async for chunk in response.aiter_bytes():
+                    for data in decoder.feed(chunk):
+                        done = self._take(data)
+                        if done is not None:
+                            break
+                    if done is not None:
+                        break
+                    while ready is not None and not ready() and not self._disposed:
+                        await asyncio.sleep(PAUSE)
+                else:
+                    for data in decoder.end():
+                        done = self._take(data)
+                        if done is not None:
+                            break
+        except _Failed:
+            return
+        except asyncio.CancelledError:
+            return  # disposed: the task is the request's own, nobody awaits it
+        except Exception as exc:
+            self._broke(exc)
+            return
+        self._end(self.reader.ended if done is None else done)
+
+    async def arun_wire(
+        self, pool: WirePool, target: tuple[str, int, str], ready: Callable[[], bool] | None = None
+    ) -> None:
+        """:meth:`arun` over a plain-HTTP connection of ``pool`` (``target``: host, port, path):
+        each chunk of the response read in the connection's ``data_received``, its events
+        emitted there and then."""
+        if self._disposed:
+            return
+        host, port, path = target
+        request = pool.request(host, port, path, json.dumps(self.body).encode())
+        conn: WireConnection | None = None
+        done: bool | None = None
+        clean = False
+        try:
+            for attempt in (0, 1):
+                conn = await pool.connect(host, port)
+                with self._lock:
+                    disposed = self._disposed
+                if disposed:
+                    return
+                try:
+                    status, _ = await conn.send(request)
+                    break
+                except WireError:
+                    if attempt or not conn.reused or conn.received:
+                        raise
+                    conn.abort()  # an idle connection the engine had closed: once more on a new one
+            assert conn is not None
+            if status >= 400:
+                self._refused(status, await conn.read_all())
+            decoder = SseDecoder()
+            failure: list[BaseException] = []
+
+            def on_data(chunk: bytes) -> bool:
+                nonlocal done
+                try:
+                    for data in decoder.feed(chunk):
+                        done = self._take(data)
+                        if done is not None:
+                            return True
+                except Exception as exc:  # raised where the reader awaits, not in the protocol
+                    failure.append(exc)
+                    return True
+                return False
+
+            stopped = await conn.read(on_data, ready)
+            if failure:
+                raise failure[0]
+            if not stopped:
+                for data in decoder.end():
+                    done = self._take(data)
+                    if done is not None:
+                        break
+            clean = done is not None or self.reader.ended
+        except _Failed:
+            return
+        except asyncio.CancelledError:
+            return  # disposed: the task is the request's own, nobody awaits it
+        except WireError as exc:
             if not self._disposed:
-                self._fail(f"OpenAIBackend: POST {url} failed: {type(exc).__name__}: {exc}")
+                self._fail(f"OpenAIBackend: POST {self.url} failed: {exc}")
             return
         except Exception as exc:
-            if not self._disposed:
-                self._fail(f"OpenAIBackend: POST {url}: unexpected {type(exc).__name__}: {exc}")
+            self._broke(exc)
+            return
+        finally:
+            if conn is not None:
+                # kept for the next request only after a whole stream: disposal and failures close
+                # it at once (the engine sees the disconnect and stops generating)
+                if clean and not self._disposed:
+                    conn.release()
+                else:
+                    conn.abort()
+        self._end(self.reader.ended if done is None else done)
+
+    def _refused(self, status: int, raw: bytes) -> NoReturn:
+        text = raw.decode("utf-8", "replace")
+        line = error_line(text) or one_line(text)
+        raise self._fail(f"OpenAIBackend: POST {self.url} returned HTTP {status}: {line}", status=status)
+
+    def _broke(self, exc: Exception) -> None:
+        """Report a failure of the connection (or an unexpected one) unless disposed."""
+        if self._disposed:
+            return
+        if isinstance(exc, httpx.HTTPError):
+            self._fail(f"OpenAIBackend: POST {self.url} failed: {type(exc).__name__}: {exc}")
+        else:
+            self._fail(f"OpenAIBackend: POST {self.url}: unexpected {type(exc).__name__}: {exc}")
+
+    def _end(self, done: bool) -> None:
+        """Report how the stream ended (``done``: it reached its end, not just the end of bytes)."""
+        if self._disposed:
+            return
+        if not done:
+            self._fail(f"OpenAIBackend: the stream from {self.url} ended before {self.reader.END}")
             return
         finish = self.reader.finish
         if finish is None:  # pragma: no cover - a reader that ended has a finish
             finish = Finish(FinishReason.EOS)
-        if self.outputs.usage is not None and self.on_usage is not None and not self._disposed:
+        if self.outputs.usage is not None and self.on_usage is not None:
             try:
                 self.on_usage(self.outputs.usage)
             except Exception as exc:
@@ -161,19 +336,24 @@ class StreamRequest:
         """Emit the items of each event until the reader's end, ``[DONE]`` or the stream's end
         (returns True when the stream may end there)."""
         for data in sse_data(response.iter_bytes()):
+            done = self._take(data)
+            if done is not None:
+                return done
+        return self.reader.ended
+
+    def _take(self, data: str) -> bool | None:
+        """Emit one event's items. None: read on; else the stream ends here (True: it may)."""
+        if self._disposed:
+            return False
+        if data.strip() == "[DONE]":
+            self.reader.saw_done()
+            return self.reader.ended
+        stop = self._read(data)
+        for item in self.outputs.take():  # outside the parsing: a subscriber's error is not the event's
             if self._disposed:
                 return False
-            if data.strip() == "[DONE]":
-                self.reader.saw_done()
-                return self.reader.ended
-            stop = self._read(data)
-            for item in self.outputs.take():  # outside the parsing: a subscriber's error is not the event's
-                if self._disposed:
-                    return False
-                self.observer.on_next(item)
-            if stop:
-                return True
-        return self.reader.ended
+            self.observer.on_next(item)
+        return True if stop else None
 
     def _read(self, data: str) -> bool:
         """Read one event with the reader; a malformed or error event is reported."""

@@ -33,31 +33,35 @@ async def merged(gens: Sequence[Generation], keepalive: float | None) -> AsyncGe
             return
         await queue.put(("end", i, None))
 
+    loop = asyncio.get_running_loop()
+    last = [loop.time()]  # when the last event went out
+
+    async def tick(every: float) -> None:
+        # one timer per silence, not one per item: the items come through the queue untimed
+        while True:
+            wait = last[0] + every - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            last[0] = loop.time()
+            await queue.put(("keepalive", -1, None))
+
     tasks = [asyncio.ensure_future(pump(i, g)) for i, g in enumerate(gens)]
-    getter: asyncio.Future[_Event] | None = None
+    if keepalive is not None:
+        tasks.append(asyncio.ensure_future(tick(keepalive)))
     try:
         running = len(gens)
         while running:
-            if getter is None and not queue.empty():
-                event = queue.get_nowait()
-            elif keepalive is None:
-                event = await queue.get()
-            else:
-                # not asyncio.wait_for: on Python 3.11 it can swallow a cancellation that comes
-                # as the item arrives (the response would then never stop)
-                if getter is None:
-                    getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait((getter,), timeout=keepalive)
-                if not done:
-                    yield ("keepalive", -1, None)
-                    continue
-                event, getter = getter.result(), None
+            event = queue.get_nowait() if not queue.empty() else await queue.get()
+            if event[0] == "keepalive":
+                yield event
+                continue
             if event[0] != "item":
                 running -= 1
+            if keepalive is not None:
+                last[0] = loop.time()
             yield event
     finally:
-        if getter is not None:
-            getter.cancel()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any
 
 import reactivex
 from reactivex import abc
 from reactivex import operators as ops
+from reactivex.scheduler.eventloop import AsyncIOThreadSafeScheduler
 
 from .._finish import Finish, FinishOnce, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
@@ -20,7 +22,14 @@ from ._requests import GenerationRequest
 from ._state import ServerState
 from ._token_ids import TokenIds
 
-__all__ = ["Generation", "batches", "build_chat_stream", "build_text_stream", "model_defaults"]
+__all__ = [
+    "Generation",
+    "batches",
+    "build_chat_stream",
+    "build_text_stream",
+    "model_defaults",
+    "streams_on_loop",
+]
 
 
 def _generated_ids(
@@ -190,6 +199,14 @@ def batches(model: GenerativeModel) -> bool:
     return hasattr(type(model), "batching") and getattr(model, "batching", None) is not None
 
 
+def streams_on_loop(model: GenerativeModel) -> bool:
+    """Whether ``model`` runs each generation as a task on an asyncio scheduler's loop (its class
+    says ``streams_on_loop = True``, as :class:`~rxstream.backends.GatewayModel` does: a request
+    to a remote engine is network waiting, not compute): the server then gives it its own loop,
+    so that no stream holds a thread, and a ``ready`` callback for back-pressure."""
+    return getattr(type(model), "streams_on_loop", False) is True
+
+
 def _size(item: Any) -> int:
     """How much of the backlog one queued item is: its characters (``str`` items are merged by the
     queue, and lengths add up), at least 1 for other items (channel deltas, tool-call events)."""
@@ -296,12 +313,19 @@ class Generation:
             batched = self.state.batching
             # a batched model's thread decodes every row: the text work runs in a lane of the pool
             lane = self.state.lanes.lane() if batched else None
-            backlog = _Backlog(_QUEUED_CHARS, lane) if batched else None
+            # on the loop: the engine's ids, the text work and the response share this thread
+            on_loop = not batched and streams_on_loop(self.state.model)
+            backlog = _Backlog(_QUEUED_CHARS, lane) if batched or on_loop else None
+            scheduler: abc.SchedulerBase | None = None
+            if on_loop:
+                scheduler = AsyncIOThreadSafeScheduler(asyncio.get_running_loop())
+            elif not batched:
+                scheduler = self.state.scheduler
             try:
                 common: dict[str, Any] = {
                     "on_finish": self.recorder,
                     "on_token": self._on_token,
-                    "scheduler": None if batched else self.state.scheduler,
+                    "scheduler": scheduler,
                     "until": self.state.shutdown,
                     "choice": self.choice,
                     "ready": backlog.ready if backlog is not None else None,
@@ -322,8 +346,8 @@ class Generation:
                 # pieces are not joined: each token's text_offset is decided within its own piece
                 coalesce = self.request.logprobs is None
                 if backlog is not None:
-                    # the batch's thread must never wait for one reader: the queue takes what
-                    # comes, and a reader that falls behind pauses its own row
+                    # the batch's thread (or the loop) must never wait for one reader: the queue
+                    # takes what comes, and a reader that falls behind pauses its own row (or stream)
                     source = source.pipe(ops.do_action(on_next=backlog.on_item))
                     ait = to_async_iterable(source, coalesce=coalesce)
                 else:
