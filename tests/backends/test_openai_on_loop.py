@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 import reactivex
-from reactivex import operators as ops
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reactivex import operators as ops
 from reactivex.scheduler.eventloop import AsyncIOThreadSafeScheduler
 
 from rxstream import FinishReason, FinishRecorder
