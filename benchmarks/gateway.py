@@ -367,6 +367,18 @@ def write_results(path: Path, meta: dict[str, Any], levels: list[Level]) -> None
             f"| {row['ttft_p99_ms']:.2f} | {row['gap_p50_ms']:.2f} | {row['gap_p99_ms']:.2f} "
             f"| {_f(row['tokens_per_core_s'], ',.0f')} |"
         )
+    if meta.get("derender"):
+        lines += [
+            "",
+            "## Derendering alone (in-process, no sockets: `benchmarks/derender.py`)",
+            "",
+            "The engine's chunk bytes through the gateway's own code, round robin over the streams: HTTP "
+            "framing, event split, chunk JSON, ids, detokenize, stop, (routed: qwen3's reasoning / answer "
+            "/ tool-call route), the client's chunk JSON and `data:` event. No socket syscalls, no HTTP "
+            "server, no event-loop scheduling (the end-to-end rows above hold those).",
+            "",
+            *meta["derender"],
+        ]
     errors = [(lv, e) for lv in levels for e in lv.errors]
     if errors:
         lines += ["", "## Errors", ""]
@@ -417,6 +429,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--interval-ms", type=float, default=10.0, help="the double's ms per token (default 10)"
     )
+    parser.add_argument(
+        "--no-derender", dest="derender", action="store_false", help="skip the in-process derender rows"
+    )
+    parser.add_argument("--derender-streams", default="1,128,512", help="derender rows' stream counts")
+    parser.add_argument("--derender-lengths", default="64,1024,8192", help="derender rows' lengths")
     parser.add_argument("--requests", type=int, default=16, help="requests per level at least (default 16)")
     parser.add_argument("--out", type=Path, default=RESULTS / "gateway.md")
     parser.add_argument("--double-port", type=int, help=argparse.SUPPRESS)  # run as the double
@@ -430,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         return [int(x) for x in text.split(",") if x]
 
     load_at_start = os.getloadavg()[0]
+    derender_md: list[str] = []
     levels: list[Level] = []
     procs: list[subprocess.Popen[bytes]] = []
     real = "not run (--engine real or both)"
@@ -519,6 +537,13 @@ def main(argv: list[str] | None = None) -> int:
                                 + (f"; {len(lv.errors)} error kinds: {lv.errors[0]}" if lv.errors else ""),
                                 flush=True,
                             )
+            if args.derender:
+                from derender import derender_rows, markdown
+
+                rows = derender_rows(
+                    tok_dir / "tokenizer.json", ints(args.derender_streams), ints(args.derender_lengths)
+                )
+                derender_md = markdown(rows)
         finally:
             for proc in reversed(procs):
                 proc.terminate()
@@ -534,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         f"1-minute load average at the start {load_at_start:.1f}",
         "command": "python benchmarks/gateway.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "added": added(levels),
+        "derender": derender_md,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_results(args.out, meta, levels)

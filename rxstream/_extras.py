@@ -20,7 +20,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "onnx": _ONNX,
     "openai": ("httpx",),
     "gateway": ("httpx", "jinja2"),
-    "serve": ("starlette", "uvicorn", *_ONNX),
+    "serve": ("starlette", "uvicorn", "prometheus_client", *_ONNX),
 }
 """Extra -> the top-level modules it installs (what :func:`require_extra` looks for)."""
 

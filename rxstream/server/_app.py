@@ -18,6 +18,7 @@ from ._handlers import Handlers
 from ._hosts import HostGuard, parse_allowed_hosts
 from ._limits import ServerLimits
 from ._messages_api import MessagesApi
+from ._metrics import ServerMetrics
 from ._responses_api import ResponsesApi
 from ._state import ServerState, context_length
 from ._stats import ServerStats
@@ -86,12 +87,14 @@ def create_app(
     state = ServerState(model, model_name, limits, ServerStats(), context_length(model), scheduler)
     state.batching = can_batch if batching is None else batching
     state.reasoning_format = fmt
+    state.metrics = ServerMetrics(model_name, state.live)
     handlers = Handlers(state)
     routes = [
         Route("/", handlers.index, methods=["GET"]),
         Route("/favicon.ico", handlers.favicon, methods=["GET"]),
         Route("/favicon.svg", handlers.favicon, methods=["GET"]),
         Route("/health", handlers.health, methods=["GET"]),
+        Route("/metrics", handlers.metrics, methods=["GET"]),
         Route("/v1/models", handlers.models, methods=["GET"]),
         Route("/v1/completions", handlers.completions, methods=["POST"]),
         Route("/v1/chat/completions", handlers.chat_completions, methods=["POST"]),
@@ -114,6 +117,7 @@ def create_app(
         middleware=[Middleware(HostGuard, allowed=parse_allowed_hosts(allowed_hosts))],
     )
     app.state.stats = state.stats
+    app.state.metrics = state.metrics
     app.state.begin_shutdown = state.begin_shutdown
     app.state.limits = limits
     app.state.model = model

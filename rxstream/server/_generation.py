@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -248,8 +249,11 @@ class Generation:
         prompt_ids: Sequence[int],
         plan: ChatPlan | None = None,
         choice: int = 0,
+        arrival: float | None = None,
     ) -> None:
         self.state = state
+        self.arrival = time.perf_counter() if arrival is None else arrival
+        """When the request arrived (``time.perf_counter``): what the metrics time from."""
         self.request = request
         self.prompt_ids = prompt_ids
         self.plan = plan if plan is not None else ChatPlan(None)
@@ -263,7 +267,14 @@ class Generation:
         self.error: Exception | None = None
         self.token_ids = TokenIds() if request.return_token_ids else None
         """The ids no chunk has carried yet, when the request asks for them (``return_token_ids``)."""
-        self._count_end = FinishOnce(lambda f: state.stats.generation_ended(f.reason, self.tokens))
+        self._count_end = FinishOnce(self._ended)
+
+    def _ended(self, finish: Finish) -> None:
+        self.state.stats.generation_ended(finish.reason, self.tokens)
+        metrics = self.state.metrics
+        if metrics is not None:
+            seconds = time.perf_counter() - self.arrival
+            metrics.ended(finish.reason, len(self.prompt_ids), self.tokens, seconds)
 
     def _on_token(self, item: Any) -> None:
         self.tokens += len(item.ids) if isinstance(item, Piece) else 1
@@ -354,9 +365,18 @@ class Generation:
                     # back-pressure: a client that reads slowly pauses its generation instead of
                     # letting text pile up in memory
                     ait = to_async_iterable(source, maxsize=_QUEUED_DELTAS, coalesce=coalesce)
+                metrics = self.state.metrics
+                last = 0.0
                 async for delta in ait:
                     if backlog is not None:
                         backlog.consumed += _size(delta)
+                    if metrics is not None:
+                        now = time.perf_counter()
+                        if last:
+                            metrics.gap.observe(now - last)
+                        else:
+                            metrics.ttft.observe(now - self.arrival)
+                        last = now
                     yield delta
             except Exception as exc:
                 self.error = exc

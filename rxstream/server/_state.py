@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactivex.scheduler import ThreadPoolScheduler
 from reactivex.subject import ReplaySubject
@@ -14,6 +14,9 @@ from .._generative_model import GenerativeModel
 from ._lanes import TextLanes
 from ._limits import ServerLimits
 from ._stats import ServerStats
+
+if TYPE_CHECKING:
+    from ._metrics import ServerMetrics
 
 __all__ = ["ServerState", "context_length"]
 
@@ -37,6 +40,7 @@ class ServerState:
             (a replay subject: a generation that starts later ends at once).
         reasoning_format: the preset chat output is routed with (reasoning, tool calls), or None.
         lanes: the pool that runs batched generations' text pipelines, off the batch's thread.
+        metrics: what ``/metrics`` serves (None: not measured).
     """
 
     model: GenerativeModel
@@ -51,6 +55,7 @@ class ServerState:
     loop: asyncio.AbstractEventLoop | None = None
     reasoning_format: str | None = None
     lanes: TextLanes = field(default_factory=TextLanes)
+    metrics: ServerMetrics | None = None
 
     def begin_shutdown(self) -> None:
         """End every generation now (thread-safe; from a signal handler too): their streams end
@@ -69,6 +74,18 @@ class ServerState:
         stats = getattr(self.model, "batch_stats", None)
         result = stats() if callable(stats) else None
         return result if isinstance(result, dict) else None
+
+    def live(self) -> dict[str, Any]:
+        """What the metrics read at scrape time: running and waiting generations, the batch's
+        stats (or None), a gateway's upstream engines (or none)."""
+        snapshot = self.stats.snapshot()
+        replicas = getattr(self.model, "replica_stats", None)
+        return {
+            "running": snapshot["active"],
+            "waiting": snapshot["waiting"],
+            "batch": self.batch_stats(),
+            "upstream": replicas() if callable(replicas) else [],
+        }
 
     def slots(self) -> asyncio.Semaphore:
         if self.semaphore is None:  # created lazily: it must belong to the serving loop

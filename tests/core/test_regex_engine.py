@@ -78,9 +78,12 @@ _MAXREPEAT = importlib.import_module("re._constants").MAXREPEAT
 
 
 def _nested_unbounded(items: Any, inside: bool = False) -> bool:
-    """Whether an unbounded repeat lies inside another (``(?:(?:a)*)+``): Python's backtracking
-    ``re``, which the brute-force reference asks, takes exponential time on those, so they are
-    left to the tests of the engine's own linear cost (``test_linear_steps_on_redos_patterns``)."""
+    """Whether an unbounded repeat lies inside another (``(?:(?:a)*)+``), or an alternation inside
+    an unbounded repeat (``(?:.|.)+``, whose branches can take the same text: 2**n ways to split
+    n characters): Python's backtracking ``re``, which the brute-force reference asks, takes
+    exponential time on those (a pattern the reference pins to an end it cannot reach tries every
+    way), so they are left to the tests of the engine's own linear cost
+    (``test_linear_steps_on_redos_patterns``)."""
     for op, av in items:
         name = str(op)
         if name in ("MAX_REPEAT", "MIN_REPEAT"):
@@ -91,7 +94,7 @@ def _nested_unbounded(items: Any, inside: bool = False) -> bool:
                 return True
         elif name == "SUBPATTERN" and _nested_unbounded(av[3], inside):
             return True
-        elif name == "BRANCH" and any(_nested_unbounded(b, inside) for b in av[1]):
+        elif name == "BRANCH" and (inside or any(_nested_unbounded(b, inside) for b in av[1])):
             return True
     return False
 

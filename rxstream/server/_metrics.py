@@ -1,0 +1,162 @@
+"""``GET /metrics``: the server's figures in Prometheus' text format (:class:`ServerMetrics`).
+
+Where vLLM has the same concept its name is used (``vllm:...``, label ``model_name``), so that a
+dashboard or an autoscaler made for vLLM reads an rxstream server, or a gateway in front of
+vLLM, unchanged; rxstream's own figures are ``rxstream:...``.
+
+What is timed per request (time to first token, the gaps between deltas, the whole request)
+is observed on the event loop as the response takes each delta: a histogram observation per
+delta. Counts that already exist (running, waiting, the batch's KV use, the upstream engines)
+are read at scrape time, costing nothing per token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from .._finish import FinishReason
+
+__all__ = ["CONTENT_TYPE", "ServerMetrics", "vllm_reason"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+_GAP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+_E2E_BUCKETS = (0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
+
+
+def vllm_reason(reason: FinishReason) -> str:
+    """vLLM's ``finished_reason`` for an rxstream finish: ``stop`` (an end token or a stop
+    string), ``length``, ``abort`` (the client left, the server shut down), ``error``."""
+    if reason in (FinishReason.EOS, FinishReason.STOP):
+        return "stop"
+    if reason is FinishReason.LENGTH:
+        return "length"
+    if reason is FinishReason.CANCELLED:
+        return "abort"
+    return "error"
+
+
+class _Live(Collector):
+    """The gauges read at scrape time from the server's state."""
+
+    def __init__(self, model_name: str, read: Callable[[], dict[str, Any]]) -> None:
+        self.model_name = model_name
+        self.read = read
+
+    def describe(self) -> list[Any]:
+        return []  # collected afresh on each scrape
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        live = self.read()
+        label = [self.model_name]
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            family = GaugeMetricFamily(name, doc, labels=["model_name"])
+            family.add_metric(label, value)
+            return family
+
+        yield gauge("vllm:num_requests_running", "Requests generating now.", live["running"])
+        yield gauge("vllm:num_requests_waiting", "Requests waiting for a generation slot.", live["waiting"])
+        batch = live.get("batch")
+        if batch:
+            capacity = batch.get("kv_capacity") or 0
+            used = batch.get("kv_allocated_tokens") or 0
+            yield gauge(
+                "vllm:kv_cache_usage_perc",
+                "KV-cache positions in use, as a fraction of the batch's (1 means full).",
+                used / capacity if capacity else 0.0,
+            )
+            yield gauge(
+                "rxstream:prefix_cache_hits",
+                "Prompts that reused a stored prefix's KV since the start.",
+                batch.get("prefix_cache_hits", 0),
+            )
+        upstream = live.get("upstream") or []
+        if upstream:
+            healthy = GaugeMetricFamily(
+                "rxstream:upstream_healthy", "1 while an upstream engine is in rotation.", labels=["upstream"]
+            )
+            flight = GaugeMetricFamily(
+                "rxstream:upstream_requests_in_flight",
+                "Requests sent to an upstream engine and not ended.",
+                labels=["upstream"],
+            )
+            for replica in upstream:
+                healthy.add_metric([replica["url"]], 1.0 if replica.get("healthy") else 0.0)
+                flight.add_metric([replica["url"]], replica.get("in_flight", 0))
+            yield healthy
+            yield flight
+
+
+class ServerMetrics:
+    """The collectors of one app, on a registry of its own (several apps in one process keep
+    their figures apart). ``read`` gives the live state at scrape time: ``running``,
+    ``waiting``, ``batch`` (the batch's stats or None) and ``upstream`` (a gateway's engines)."""
+
+    def __init__(self, model_name: str, read: Callable[[], dict[str, Any]]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.model_name = model_name
+        labels = ["model_name"]
+        reg = self.registry
+        self.ttft = Histogram(
+            "vllm:time_to_first_token_seconds",
+            "From a request's arrival to its first delta of text (or of a tool call).",
+            labels,
+            buckets=_TTFT_BUCKETS,
+            registry=reg,
+        ).labels(model_name)
+        self.gap = Histogram(
+            "vllm:inter_token_latency_seconds",
+            "Between two deltas of one generation, as the response takes them (a delta holds one "
+            "token as a rule; text held back by a stop or a route comes later, in one delta).",
+            labels,
+            buckets=_GAP_BUCKETS,
+            registry=reg,
+        ).labels(model_name)
+        self.e2e = Histogram(
+            "vllm:e2e_request_latency_seconds",
+            "From a generation's request's arrival to its end.",
+            labels,
+            buckets=_E2E_BUCKETS,
+            registry=reg,
+        ).labels(model_name)
+        self.prompt_tokens = Counter(
+            "vllm:prompt_tokens", "Prompt tokens of the generations that ended.", labels, registry=reg
+        ).labels(model_name)
+        self.generation_tokens = Counter(
+            "vllm:generation_tokens",
+            "Tokens generated (as the pipelines received them).",
+            labels,
+            registry=reg,
+        ).labels(model_name)
+        self._success = Counter(
+            "vllm:request_success",
+            "Generations that ended, by vLLM's finished_reason (stop, length, abort, error).",
+            ["model_name", "finished_reason"],
+            registry=reg,
+        )
+        self._finished = Counter(
+            "rxstream:generations_finished",
+            "Generations that ended, by rxstream's finish reason (eos, stop, length, cancelled, error).",
+            ["model_name", "finish_reason"],
+            registry=reg,
+        )
+        reg.register(_Live(model_name, read))
+
+    def ended(self, reason: FinishReason, prompt_tokens: int, tokens: int, seconds: float) -> None:
+        """One generation ended."""
+        self._success.labels(self.model_name, vllm_reason(reason)).inc()
+        self._finished.labels(self.model_name, reason.value).inc()
+        self.prompt_tokens.inc(prompt_tokens)
+        self.generation_tokens.inc(tokens)
+        self.e2e.observe(seconds)
+
+    def exposition(self) -> bytes:
+        """The figures now, in Prometheus' text format."""
+        return generate_latest(self.registry)
