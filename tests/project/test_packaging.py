@@ -19,7 +19,7 @@ from rxstream._extras import EXTRAS
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 CORE_DEPENDENCIES = {"reactivex", "tokenizers", "numpy"}
-MODULE_OF = {"onnxruntime-gpu": "onnxruntime"}
+MODULE_OF = {"onnxruntime-gpu": "onnxruntime", "prometheus-client": "prometheus_client"}
 """Distribution name -> the module it installs, where they differ."""
 SERVE_MESSAGE = "the rxstream command needs the 'serve' extra: pip install 'rxstream[serve]'"
 
