@@ -14,6 +14,7 @@ from reactivex.disposable import Disposable
 from tokenizers import Tokenizer
 
 from rxstream import Finish, FinishCallback, FinishReason, SamplingParams
+from rxstream.backends.openai import RemoteUsage
 
 from ._files import read_model_files
 from ._replicas import Replica, ReplicaSet
@@ -231,19 +232,27 @@ class GatewayModel:
         scheduler: abc.SchedulerBase | None = None,
         logprobs: int | None = None,
         request: Mapping[str, Any] | None = None,
+        usage: Callable[[RemoteUsage], None] | None = None,
         **kwargs: Any,
     ) -> reactivex.Observable[str]:
         """Text mode: a cold observable of the text deltas an engine streams for ``prompt`` (a
         str: ``/v1/completions``; messages: ``/v1/chat/completions``, the engine's own chat
         template), for ``stop``, ``replace``, ``route`` and ``tool_calls`` to run on as on a local
-        model's text. ``request``: more fields of the request body (``tools``...); keyword
+        model's text. ``usage`` gets the engine's :class:`~rxstream.backends.openai.RemoteUsage`
+        at the end. ``request``: more fields of the request body (``tools``...); keyword
         arguments are :class:`~rxstream.SamplingParams` fields (``stop_token_ids`` and
         ``logprobs`` need ids: a ``ValueError``)."""
         if logprobs is not None:
             raise needs_ids("logprobs")
         sampling = SamplingParams.from_kwargs(params, kwargs, "GatewayModel.text")
         return text_stream(
-            self._replicas, prompt, sampling, on_finish=on_finish, scheduler=scheduler, extra=request or {}
+            self._replicas,
+            prompt,
+            sampling,
+            on_finish=on_finish,
+            scheduler=scheduler,
+            extra=request or {},
+            usage=usage,
         )
 
     def close(self) -> None:

@@ -3,12 +3,12 @@ Ollama's OpenAI endpoint, any chat server). The engine's text deltas are emitted
 (:func:`text_stream`); nothing is detokenized here, and the text operators (``stop``,
 ``replace``, their regex forms, ``route`` and ``tool_calls``) run on those deltas as on a local
 model's text. What needs the generated ids is refused with one line (:func:`needs_ids`):
-``generate`` (and so ``rxstream serve --upstream``, whose usage and logprobs count ids),
-log-probabilities, ``stop_token_ids``."""
+``generate``, log-probabilities, ``stop_token_ids``. ``rxstream serve --upstream URL
+--upstream-mode text`` serves it (``rxstream.server._text_mode``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import reactivex
@@ -16,6 +16,7 @@ from reactivex import abc
 from reactivex.disposable import Disposable
 
 from rxstream import Finish, FinishCallback, FinishOnce, FinishReason, SamplingParams
+from rxstream.backends.openai import RemoteUsage
 
 from ._replicas import ReplicaSet
 
@@ -46,6 +47,7 @@ def _body(params: SamplingParams) -> dict[str, Any]:
         "max_tokens": params.max_new_tokens,
         "temperature": params.temperature,
         "top_p": params.top_p,
+        "stream_options": {"include_usage": True},
     }
     if params.seed is not None:
         body["seed"] = params.seed
@@ -60,10 +62,13 @@ def text_stream(
     on_finish: FinishCallback | None,
     scheduler: abc.SchedulerBase | None,
     extra: Mapping[str, Any],
+    usage: Callable[[RemoteUsage], None] | None = None,
 ) -> reactivex.Observable[str]:
     """A cold observable of the text an engine streams for ``prompt``: a str goes to
     ``/v1/completions``, messages to ``/v1/chat/completions`` (the engine applies its own chat
-    template). Each subscription goes to the replica with the least outstanding work."""
+    template). Each subscription goes to the replica with the least outstanding work. ``usage``
+    gets the engine's :class:`~rxstream.backends.openai.RemoteUsage` at the end (asked with
+    ``stream_options.include_usage``)."""
     body = {**_body(params), **extra}
     work = params.max_new_tokens
 
@@ -83,9 +88,9 @@ def text_stream(
 
         backend = replica.backend
         source: reactivex.Observable[str] = (
-            backend.completions(prompt, on_finish=finish, scheduler=scheduler, **body)
+            backend.completions(prompt, on_finish=finish, scheduler=scheduler, usage=usage, **body)
             if isinstance(prompt, str)
-            else backend.chat(prompt, on_finish=finish, scheduler=scheduler, **body)
+            else backend.chat(prompt, on_finish=finish, scheduler=scheduler, usage=usage, **body)
         )
         subscription = source.subscribe(observer)
 

@@ -166,6 +166,7 @@ class OpenAIBackend:
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
         ready: Callable[[], bool] | None = None,
+        usage: Callable[[RemoteUsage], None] | None = None,
         **params: Any,
     ) -> reactivex.Observable[str]: ...
 
@@ -178,6 +179,7 @@ class OpenAIBackend:
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
         ready: Callable[[], bool] | None = None,
+        usage: Callable[[RemoteUsage], None] | None = None,
         **params: Any,
     ) -> reactivex.Observable[Piece]: ...
 
@@ -189,6 +191,7 @@ class OpenAIBackend:
         on_finish: FinishCallback | None = None,
         scheduler: abc.SchedulerBase | None = None,
         ready: Callable[[], bool] | None = None,
+        usage: Callable[[RemoteUsage], None] | None = None,
         **params: Any,
     ) -> reactivex.Observable[str] | reactivex.Observable[Piece]:
         """Stream ``POST /completions`` for ``prompt`` (text or token ids).
@@ -201,7 +204,9 @@ class OpenAIBackend:
         ``AsyncIOScheduler``) makes it a task on that scheduler's loop, read with an async client
         of that loop (no thread per stream: what a server holding many streams wants); None: a
         thread of its own. ``ready`` (on a loop only): reading pauses while it returns False,
-        and the engine waits on TCP's flow control (back-pressure from a slow reader).
+        and the engine waits on TCP's flow control (back-pressure from a slow reader). ``usage``
+        gets the server's :class:`RemoteUsage` at the end (when it sends one:
+        ``stream_options={"include_usage": True}``).
         """
         if self.api == "messages":
             raise ValueError(
@@ -223,7 +228,7 @@ class OpenAIBackend:
             body,
             lambda: ChatReader("completions", Outputs(False), pieces, vocab),
             on_finish,
-            None,
+            usage,
             scheduler,
             ready,
         )

@@ -373,6 +373,14 @@ def run_chat(
     prompt_text = None if interactive else _read_prompt(args, err)
     if not interactive and prompt_text is None:
         return 2
+    if args.upstream_mode == "text":
+        print(
+            "rxstream chat: --upstream-mode text is not for the chat yet (it routes the model's own "
+            "text from token ids); serve the engine with rxstream serve --upstream URL "
+            "--upstream-mode text, or chat with an engine that returns ids",
+            file=err,
+        )
+        return 2
     try:
         model = load_model(args.model, args.provider, args.int4, progress=True, upstream=args.upstream)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:

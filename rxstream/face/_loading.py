@@ -23,6 +23,7 @@ def load_model(
     spinning: bool | None = None,
     batching: Any = None,
     upstream: Sequence[str] = (),
+    upstream_mode: str = "ids",
 ) -> GenerativeModel:
     """Load ``model`` (a model directory or a known name) with ONNX Runtime, or with ``upstream``
     the :class:`~rxstream.backends.GatewayModel` of those engines (``model``: the directory of
@@ -38,6 +39,7 @@ def load_model(
         spinning: whether ONNX Runtime threads spin while waiting (None: its default).
         batching: the model's :class:`~rxstream.backends.BatchConfig` (None: its default; False:
             none).
+        upstream_mode: ``--upstream-mode``: ``ids`` or ``text`` (the gateway's ``mode``).
 
     Raises:
         ValueError, FileNotFoundError, RuntimeError: the model or an option is unusable (a
@@ -46,7 +48,7 @@ def load_model(
     if upstream:
         from ._upstream import load_gateway
 
-        return load_gateway(upstream, model, progress=progress)
+        return load_gateway(upstream, model, progress=progress, mode=upstream_mode)
     from rxstream.backends import OnnxModel
 
     if model is None:

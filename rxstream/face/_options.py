@@ -66,6 +66,13 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "replicas of one model",
     )
     parser.add_argument(
+        "--upstream-mode",
+        choices=("ids", "text"),
+        default="ids",
+        help="ids (default): the engines return token ids; text: they give text only (OpenAI, "
+        "Ollama): the stop and replace rules still run here, what needs ids is refused",
+    )
+    parser.add_argument(
         "--provider",
         choices=PROVIDERS,
         default="auto",

@@ -22,6 +22,7 @@ from ._metrics import ServerMetrics
 from ._responses_api import ResponsesApi
 from ._state import ServerState, context_length
 from ._stats import ServerStats
+from ._text_mode import text_mode
 
 __all__ = ["create_app"]
 
@@ -74,9 +75,16 @@ def create_app(
             f"create_app: the model lacks {', '.join(missing)} (see rxstream.GenerativeModel for what "
             "a served model provides)"
         )
-    fmt = resolve_reasoning_format(
-        check_reasoning_format(reasoning_format, owner="reasoning_format"), model, owner="reasoning_format"
-    )
+    asked = check_reasoning_format(reasoning_format, owner="reasoning_format")
+    if text_mode(model):  # the engine's own chat endpoint splits its output, or does not
+        if asked not in ("auto", "none"):
+            raise ValueError(
+                f"create_app: reasoning_format={asked!r} routes the model's own text, which an "
+                "engine in text mode does not give (serve it in ids mode)"
+            )
+        fmt = None
+    else:
+        fmt = resolve_reasoning_format(asked, model, owner="reasoning_format")
     limits = limits if limits is not None else ServerLimits()
     if batching is not None and not isinstance(batching, bool):
         raise TypeError(f"create_app: batching must be None or a bool, got {batching!r}")

@@ -171,6 +171,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
             port=args.port,
             model=args.model,
             upstream=args.upstream,
+            upstream_mode=args.upstream_mode,
             provider=args.provider,
             int4=args.int4,
             model_name=args.model_name,

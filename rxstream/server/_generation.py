@@ -21,6 +21,7 @@ from ..face import model_defaults
 from ._lanes import Lane
 from ._requests import GenerationRequest
 from ._state import ServerState
+from ._text_mode import TextCount, build_remote_text, text_mode
 from ._token_ids import TokenIds
 
 __all__ = [
@@ -266,6 +267,8 @@ class Generation:
         """A routed generation's buckets, set at its end (see :attr:`token_usage`)."""
         self.error: Exception | None = None
         self.token_ids = TokenIds() if request.return_token_ids else None
+        self.text_count: TextCount | None = None
+        """A text-mode generation's token count (the engine's, or the local tokenizer's)."""
         """The ids no chunk has carried yet, when the request asks for them (``return_token_ids``)."""
         self._count_end = FinishOnce(self._ended)
 
@@ -307,6 +310,38 @@ class Generation:
         and tool-call events, not ``str``)."""
         return self.plan.spec is not None
 
+    def _source(
+        self, scheduler: abc.SchedulerBase | None, backlog: _Backlog | None, lane: Lane | None
+    ) -> reactivex.Observable[Any]:
+        """The generation's items: the model's ids through the text or chat pipeline, or a
+        text-mode engine's text through the request's rules."""
+        model = self.state.model
+        if text_mode(model):  # the engine's text: no ids, no route
+            self.text_count = TextCount(model.encode)
+            return build_remote_text(
+                model,
+                self.request,
+                self.text_count,
+                on_finish=self.recorder,
+                scheduler=scheduler,
+                until=self.state.shutdown,
+                choice=self.choice,
+            )
+        common: dict[str, Any] = {
+            "on_finish": self.recorder,
+            "on_token": self._on_token,
+            "scheduler": scheduler,
+            "until": self.state.shutdown,
+            "choice": self.choice,
+            "ready": backlog.ready if backlog is not None else None,
+            "lane": lane,
+        }
+        if self.routed:
+            return build_chat_stream(
+                model, self.prompt_ids, self.request, self.plan, usage=self._on_usage, **common
+            )
+        return build_text_stream(model, self.prompt_ids, self.request, **common)
+
     async def items(self) -> AsyncGenerator[Any, None]:
         """The text deltas (``str``; aligned :class:`~rxstream.Piece` values when the request asks
         for log-probabilities), or with a routed plan the channel items; waits for a generation
@@ -333,27 +368,7 @@ class Generation:
             elif not batched:
                 scheduler = self.state.scheduler
             try:
-                common: dict[str, Any] = {
-                    "on_finish": self.recorder,
-                    "on_token": self._on_token,
-                    "scheduler": scheduler,
-                    "until": self.state.shutdown,
-                    "choice": self.choice,
-                    "ready": backlog.ready if backlog is not None else None,
-                    "lane": lane,
-                }
-                source: reactivex.Observable[Any] = (
-                    build_chat_stream(
-                        self.state.model,
-                        self.prompt_ids,
-                        self.request,
-                        self.plan,
-                        usage=self._on_usage,
-                        **common,
-                    )
-                    if self.routed
-                    else build_text_stream(self.state.model, self.prompt_ids, self.request, **common)
-                )
+                source = self._source(scheduler, backlog, lane)
                 # pieces are not joined: each token's text_offset is decided within its own piece
                 coalesce = self.request.logprobs is None
                 if backlog is not None:
@@ -384,6 +399,8 @@ class Generation:
             finally:
                 if ait is not None:
                     await ait.aclose()  # type: ignore[attr-defined]
+                if self.text_count is not None:
+                    self.tokens = self.text_count.tokens
                 self._end()
         finally:
             slots.release()

@@ -9,6 +9,7 @@ from ..chat import ChatPlan, UnsupportedChoice, plan_chat
 from ._errors import RequestError
 from ._requests import GenerationRequest
 from ._state import ServerState
+from ._text_mode import check_text_request, text_mode
 
 __all__ = ["fit_budget", "prompt_ids"]
 
@@ -17,6 +18,8 @@ async def prompt_ids(state: ServerState, request: GenerationRequest) -> tuple[li
     """The request's prompt as token ids (chat template applied), checked against the limits, and
     for a chat how its output is routed (:func:`rxstream.chat.plan_chat`)."""
     model = state.model
+    if text_mode(model):
+        check_text_request(request)
     plan: ChatPlan | None = None
     if request.chat:
         assert request.messages is not None

@@ -174,12 +174,25 @@ def url_of(sock: socket.socket) -> str:
 
 
 def _load_model(
-    model: str | None, provider: str, int4: bool, batching: Any, upstream: Sequence[str] = ()
+    model: str | None,
+    provider: str,
+    int4: bool,
+    batching: Any,
+    upstream: Sequence[str] = (),
+    upstream_mode: str = "ids",
 ) -> tuple[Any, str]:
     # Several generations share the cores here: ONNX Runtime threads that block instead of spin
     # give more total throughput in that case (spinning wins only for one stream on idle cores).
     try:
-        loaded = load_model(model, provider, int4, spinning=False, batching=batching, upstream=upstream)
+        loaded = load_model(
+            model,
+            provider,
+            int4,
+            spinning=False,
+            batching=batching,
+            upstream=upstream,
+            upstream_mode=upstream_mode,
+        )
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         raise ServeError(str(exc)) from None
     # a gateway is named as its engines name their model
@@ -229,12 +242,14 @@ def serve(
     reasoning_format: str = "auto",
     sampling: Mapping[str, Any] | None = None,
     upstream: Sequence[str] = (),
+    upstream_mode: str = "ids",
 ) -> None:
     """Load ``model`` (a model directory or a known name) and serve it until interrupted.
 
     ``upstream`` (one or more engine URLs): serve those engines instead, through a
     :class:`~rxstream.backends.GatewayModel` (token ids both ways; ``model`` is the directory of
-    the tokenizer and chat template, None for the engines' own model; the engines batch).
+    the tokenizer and chat template, None for the engines' own model; the engines batch);
+    ``upstream_mode="text"`` for engines that give text only (``rxstream.server._text_mode``).
 
     ``batching`` (default): the requests' generations share one batch on the model (continuous
     batching: up to ``limits.max_concurrency`` rows, ``max_kv_tokens`` KV-cache positions (None:
@@ -258,6 +273,8 @@ def serve(
         ServeError: the address, the model or an option is unusable (a one-line message).
     """
     limits = limits if limits is not None else ServerLimits()
+    if upstream_mode != "ids" and not upstream:
+        raise ServeError(f"--upstream-mode {upstream_mode} is for --upstream engines; none was given")
     try:
         allowed = parse_allowed_hosts(allowed_hosts)
         check_reasoning_format(reasoning_format)
@@ -269,7 +286,7 @@ def serve(
     )
     sock = listen(host, port)
     try:
-        loaded, default_name = _load_model(model, provider, int4, batch_config, upstream)
+        loaded, default_name = _load_model(model, provider, int4, batch_config, upstream, upstream_mode)
         name = model_name or default_name
         if sampling:
             given = {k: getattr(overrides, k) for k in sampling}
