@@ -168,3 +168,14 @@ def test_the_faces_name_the_mode(tmp_path: Path) -> None:
     )
     assert serve.returncode != 0 and "--upstream-mode text is for --upstream engines" in serve.stderr
     assert "Traceback" not in serve.stderr
+
+
+def test_the_messages_api_through_a_text_gateway(engine: tuple[str, Any], gateway: str) -> None:
+    import anthropic
+
+    direct = streamed_chat(engine[0], model="tiny", max_tokens=24, temperature=0)[0]
+    messages = anthropic.Anthropic(base_url=gateway, api_key="x", max_retries=0)
+    request: Any = {"model": "gw", "max_tokens": 24, "messages": CHAT, "extra_body": {"temperature": 0}}
+    with messages.messages.stream(**request) as stream:
+        text = "".join(stream.text_stream)
+    assert text == direct
