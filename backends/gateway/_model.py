@@ -21,7 +21,10 @@ from ._replicas import Replica, ReplicaSet
 from ._run import GatewayRun
 from ._text import MODES, needs_ids, text_stream
 
-__all__ = ["MAX_LOGPROBS", "GatewayModel"]
+__all__ = ["ENDPOINTS", "MAX_LOGPROBS", "GatewayModel"]
+
+ENDPOINTS = ("completions", "generate")
+"""Where an ids-mode gateway sends token ids."""
 
 MAX_LOGPROBS = 20
 """The most alternatives per token ``generate(..., logprobs=k)`` asks for (vLLM's default limit)."""
@@ -55,9 +58,13 @@ class GatewayModel:
         mode: ``"ids"`` (the default: the engine returns the generated ids) or ``"text"``, for
             engines that give text only (OpenAI's API, Ollama's OpenAI endpoint): :meth:`text`
             streams their text deltas for the operators (no detokenize), and what needs ids
-            (:meth:`generate`, so serving it; logprobs; ``stop_token_ids``) is a one-line
-            ``ValueError``. Chosen, not detected: the features must not change behind a user's
+            (:meth:`generate`, logprobs, ``stop_token_ids``) is a one-line ``ValueError``
+            (``rxstream serve --upstream-mode text`` serves :meth:`text`). Chosen, not detected: the features must not change behind a user's
             back when an engine is swapped.
+        endpoint: in ids mode, where the ids go: ``"completions"`` (the default: ``/v1/completions``
+            with a token-id prompt and ``return_token_ids``) or ``"generate"`` (vLLM's tokens-only
+            ``/inference/v1/generate``: ``token_ids`` and ``sampling_params`` in, ids out, with
+            ``detokenize: false``, so the engine makes no text at all).
 
     Replicas: a request goes to the healthy replica with the least outstanding work, and is
     retried on another only until its first id has arrived (never after, so no character is
@@ -86,10 +93,18 @@ class GatewayModel:
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
         mode: str = "ids",
+        endpoint: str = "completions",
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"GatewayModel: mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if endpoint not in ENDPOINTS:
+            raise ValueError(
+                f"GatewayModel: endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}"
+            )
+        if endpoint == "generate" and mode == "text":
+            raise ValueError("GatewayModel: endpoint='generate' gives token ids: it needs mode='ids'")
         self.mode = mode
+        self.endpoint = endpoint
         files = read_model_files(model_dir)
         if context_length is not None and (
             isinstance(context_length, bool) or not isinstance(context_length, int) or context_length < 1
@@ -217,7 +232,9 @@ class GatewayModel:
                     on_finish(Finish(FinishReason.LENGTH))
                 observer.on_completed()
                 return Disposable()
-            run = GatewayRun(self._replicas, ids, sampling, observer, on_finish, scheduler, logprobs, ready)
+            run = GatewayRun(
+                self._replicas, ids, sampling, observer, on_finish, scheduler, logprobs, ready, self.endpoint
+            )
             run.start()
             return run.disposable()
 

@@ -18,7 +18,7 @@ from rxstream.backends.openai import OpenAIBackendError
 
 from ._replicas import Replica, ReplicaSet
 
-__all__ = ["GatewayError", "GatewayRun", "request_body"]
+__all__ = ["GatewayError", "GatewayRun", "generate_params", "request_body", "sampling_fields"]
 
 
 class GatewayError(RuntimeError):
@@ -36,30 +36,15 @@ class GatewayError(RuntimeError):
         self.status = status
 
 
-def request_body(
-    params: SamplingParams, logprobs: int | None = None, *, ids_in_logprobs: bool = False
-) -> dict[str, Any]:
-    """The completions request fields for ``params`` (vLLM's names; ``rxstream serve`` takes the
-    same). Fields at their "off" value are left out, so an engine without them (``top_k``,
-    ``stop_token_ids``) still answers.
-
-    The generated ids are asked for in one of two ways: ``return_token_ids`` (each chunk's
-    ``token_ids``), or, with ``logprobs`` (``k`` alternatives) or for an engine that ignores
-    ``return_token_ids`` (``ids_in_logprobs``: ``logprobs: 1``), ``return_tokens_as_token_ids``:
-    each token of a chunk's ``logprobs`` is spelled ``token_id:N``. The usage comes last
-    (``stream_options.include_usage``).
-    """
+def sampling_fields(params: SamplingParams) -> dict[str, Any]:
+    """The sampling of ``params`` by vLLM's names (``rxstream serve`` takes the same). Fields at
+    their "off" value are left out, so an engine without them (``top_k``, ``stop_token_ids``)
+    still answers."""
     body: dict[str, Any] = {
         "max_tokens": params.max_new_tokens,
         "temperature": params.temperature,
         "top_p": params.top_p,
-        "stream_options": {"include_usage": True},
     }
-    if logprobs is not None or ids_in_logprobs:
-        body["logprobs"] = logprobs if logprobs is not None else 1
-        body["return_tokens_as_token_ids"] = True
-    else:
-        body["return_token_ids"] = True
     if params.top_k:
         body["top_k"] = params.top_k
     if params.repetition_penalty != 1.0:
@@ -70,6 +55,36 @@ def request_body(
         body["stop_token_ids"] = list(params.stop_token_ids)
     if params.ignore_eos:
         body["ignore_eos"] = True
+    return body
+
+
+def request_body(
+    params: SamplingParams, logprobs: int | None = None, *, ids_in_logprobs: bool = False
+) -> dict[str, Any]:
+    """The completions request fields for ``params`` (:func:`sampling_fields`).
+
+    The generated ids are asked for in one of two ways: ``return_token_ids`` (each chunk's
+    ``token_ids``), or, with ``logprobs`` (``k`` alternatives) or for an engine that ignores
+    ``return_token_ids`` (``ids_in_logprobs``: ``logprobs: 1``), ``return_tokens_as_token_ids``:
+    each token of a chunk's ``logprobs`` is spelled ``token_id:N``. The usage comes last
+    (``stream_options.include_usage``).
+    """
+    body = {**sampling_fields(params), "stream_options": {"include_usage": True}}
+    if logprobs is not None or ids_in_logprobs:
+        body["logprobs"] = logprobs if logprobs is not None else 1
+        body["return_tokens_as_token_ids"] = True
+    else:
+        body["return_token_ids"] = True
+    return body
+
+
+def generate_params(params: SamplingParams, logprobs: int | None = None) -> dict[str, Any]:
+    """The ``sampling_params`` of vLLM's tokens-only endpoint for ``params``: the same fields,
+    ``logprobs: k`` when asked, and ``detokenize: false`` (the engine makes no text: the
+    gateway does)."""
+    body = {**sampling_fields(params), "detokenize": False}
+    if logprobs is not None:
+        body["logprobs"] = logprobs
     return body
 
 
@@ -136,9 +151,11 @@ class GatewayRun:
         scheduler: abc.SchedulerBase | None,
         logprobs: int | None = None,
         ready: Callable[[], bool] | None = None,
+        endpoint: str = "completions",
     ) -> None:
         self.replicas = replicas
         self.ready = ready
+        self.endpoint = endpoint
         self.prompt_ids = list(prompt_ids)
         self.params = params
         self.logprobs = logprobs
@@ -176,15 +193,25 @@ class GatewayRun:
         def on_finish(finish: Finish) -> None:
             attempt.finish = finish
 
-        body = request_body(self.params, self.logprobs, ids_in_logprobs=replica.ids_in_logprobs)
-        source = replica.backend.completions(
-            self.prompt_ids,
-            pieces=True,
-            on_finish=on_finish,
-            scheduler=self.scheduler,
-            ready=self.ready,
-            **body,
-        )
+        source: Any
+        if self.endpoint == "generate":
+            source = replica.backend.generate_tokens(
+                self.prompt_ids,
+                generate_params(self.params, self.logprobs),
+                on_finish=on_finish,
+                scheduler=self.scheduler,
+                ready=self.ready,
+            )
+        else:
+            body = request_body(self.params, self.logprobs, ids_in_logprobs=replica.ids_in_logprobs)
+            source = replica.backend.completions(
+                self.prompt_ids,
+                pieces=True,
+                on_finish=on_finish,
+                scheduler=self.scheduler,
+                ready=self.ready,
+                **body,
+            )
         subscription = source.subscribe(
             on_next=lambda piece: self._on_piece(attempt, piece),
             on_error=lambda err: self._on_error(attempt, err),

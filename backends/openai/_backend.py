@@ -233,6 +233,45 @@ class OpenAIBackend:
             ready,
         )
 
+    def generate_tokens(
+        self,
+        token_ids: Sequence[int],
+        sampling_params: Mapping[str, Any],
+        *,
+        on_finish: FinishCallback | None = None,
+        scheduler: abc.SchedulerBase | None = None,
+        ready: Callable[[], bool] | None = None,
+        usage: Callable[[RemoteUsage], None] | None = None,
+    ) -> reactivex.Observable[Piece]:
+        """Stream vLLM's tokens-only endpoint (``POST /inference/v1/generate``, beside ``/v1``):
+        token ids in (``token_ids``), ``sampling_params`` as vLLM names them (``max_tokens``,
+        ``temperature``, ``logprobs``...), and the generated ids out: :class:`~rxstream.Piece`
+        items with no text (each chunk's ``token_ids``; with ``logprobs`` their log-probabilities,
+        tokens spelled ``token_id:N``). ``scheduler``, ``ready`` and ``usage`` as for
+        :meth:`completions` (the usage is asked with ``stream_options.include_usage``)."""
+        if not isinstance(token_ids, Sequence) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in token_ids
+        ):
+            raise TypeError(f"OpenAIBackend.generate_tokens: token_ids must be ints, got {token_ids!r}")
+        body = {
+            **self._model_field(),
+            "token_ids": list(token_ids),
+            "sampling_params": dict(sampling_params),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        vocab = self._vocab
+        return self._stream(
+            "/inference/v1/generate",
+            body,
+            lambda: ChatReader("completions", Outputs(False), True, vocab),
+            on_finish,
+            usage,
+            scheduler,
+            ready,
+            root=True,
+        )
+
     @overload
     def chat(
         self,
@@ -337,8 +376,10 @@ class OpenAIBackend:
         on_usage: Callable[[RemoteUsage], None] | None,
         scheduler: abc.SchedulerBase | None,
         ready: Callable[[], bool] | None = None,
+        root: bool = False,
     ) -> reactivex.Observable[Any]:
-        url = self.base_url + path
+        # ``root``: a path beside the API's base (``.../v1``), at the server's root
+        url = (self.base_url.removesuffix("/v1") if root else self.base_url) + path
         client = self._client
         loop = scheduler_loop(scheduler)
 

@@ -382,7 +382,14 @@ def run_chat(
         )
         return 2
     try:
-        model = load_model(args.model, args.provider, args.int4, progress=True, upstream=args.upstream)
+        model = load_model(
+            args.model,
+            args.provider,
+            args.int4,
+            progress=True,
+            upstream=args.upstream,
+            upstream_endpoint=args.upstream_endpoint,
+        )
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"rxstream chat: {exc}", file=err)
         return 1

@@ -24,6 +24,7 @@ def load_model(
     batching: Any = None,
     upstream: Sequence[str] = (),
     upstream_mode: str = "ids",
+    upstream_endpoint: str = "completions",
 ) -> GenerativeModel:
     """Load ``model`` (a model directory or a known name) with ONNX Runtime, or with ``upstream``
     the :class:`~rxstream.backends.GatewayModel` of those engines (``model``: the directory of
@@ -40,6 +41,7 @@ def load_model(
         batching: the model's :class:`~rxstream.backends.BatchConfig` (None: its default; False:
             none).
         upstream_mode: ``--upstream-mode``: ``ids`` or ``text`` (the gateway's ``mode``).
+        upstream_endpoint: ``--upstream-endpoint``: ``completions`` or ``generate`` (its ``endpoint``).
 
     Raises:
         ValueError, FileNotFoundError, RuntimeError: the model or an option is unusable (a
@@ -48,7 +50,9 @@ def load_model(
     if upstream:
         from ._upstream import load_gateway
 
-        return load_gateway(upstream, model, progress=progress, mode=upstream_mode)
+        return load_gateway(
+            upstream, model, progress=progress, mode=upstream_mode, endpoint=upstream_endpoint
+        )
     from rxstream.backends import OnnxModel
 
     if model is None:

@@ -73,6 +73,13 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "Ollama): the stop and replace rules still run here, what needs ids is refused",
     )
     parser.add_argument(
+        "--upstream-endpoint",
+        choices=("completions", "generate"),
+        default="completions",
+        help="where token ids go: completions (default: /v1/completions with return_token_ids) or "
+        "generate (vLLM's tokens-only /inference/v1/generate; the engine makes no text)",
+    )
+    parser.add_argument(
         "--provider",
         choices=PROVIDERS,
         default="auto",

@@ -172,6 +172,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
             model=args.model,
             upstream=args.upstream,
             upstream_mode=args.upstream_mode,
+            upstream_endpoint=args.upstream_endpoint,
             provider=args.provider,
             int4=args.int4,
             model_name=args.model_name,

@@ -180,6 +180,7 @@ def _load_model(
     batching: Any,
     upstream: Sequence[str] = (),
     upstream_mode: str = "ids",
+    upstream_endpoint: str = "completions",
 ) -> tuple[Any, str]:
     # Several generations share the cores here: ONNX Runtime threads that block instead of spin
     # give more total throughput in that case (spinning wins only for one stream on idle cores).
@@ -192,6 +193,7 @@ def _load_model(
             batching=batching,
             upstream=upstream,
             upstream_mode=upstream_mode,
+            upstream_endpoint=upstream_endpoint,
         )
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         raise ServeError(str(exc)) from None
@@ -243,13 +245,15 @@ def serve(
     sampling: Mapping[str, Any] | None = None,
     upstream: Sequence[str] = (),
     upstream_mode: str = "ids",
+    upstream_endpoint: str = "completions",
 ) -> None:
     """Load ``model`` (a model directory or a known name) and serve it until interrupted.
 
     ``upstream`` (one or more engine URLs): serve those engines instead, through a
     :class:`~rxstream.backends.GatewayModel` (token ids both ways; ``model`` is the directory of
     the tokenizer and chat template, None for the engines' own model; the engines batch);
-    ``upstream_mode="text"`` for engines that give text only (``rxstream.server._text_mode``).
+    ``upstream_mode="text"`` for engines that give text only (``rxstream.server._text_mode``);
+    ``upstream_endpoint="generate"`` sends ids to vLLM's tokens-only endpoint.
 
     ``batching`` (default): the requests' generations share one batch on the model (continuous
     batching: up to ``limits.max_concurrency`` rows, ``max_kv_tokens`` KV-cache positions (None:
@@ -286,7 +290,9 @@ def serve(
     )
     sock = listen(host, port)
     try:
-        loaded, default_name = _load_model(model, provider, int4, batch_config, upstream, upstream_mode)
+        loaded, default_name = _load_model(
+            model, provider, int4, batch_config, upstream, upstream_mode, upstream_endpoint
+        )
         name = model_name or default_name
         if sampling:
             given = {k: getattr(overrides, k) for k in sampling}

@@ -182,3 +182,60 @@ def test_served_chat_routes_reasoning_and_tool_calls(served: tuple[str, Any], to
         (c["function"]["name"], json.loads(c["function"]["arguments"]))
         for c in expected["message"]["tool_calls"]
     ]
+
+
+def test_the_tokens_only_endpoint_gives_the_same_ids_and_logprobs(
+    tokenizer: Tokenizer, tokenizer_dir: Path
+) -> None:
+    with (
+        vllm_double(tokenizer) as (url, double),
+        GatewayModel(url, tokenizer_dir, health_interval=None, endpoint="generate") as gw,
+        GatewayModel(url, tokenizer_dir, health_interval=None) as by_completions,
+    ):
+        prompt = gw.encode("Once upon a time")
+        rec = FinishRecorder()
+        assert gw.generate(prompt, max_new_tokens=200, on_finish=rec).pipe(
+            ops.to_list()
+        ).run() == recorded_ids(STORY)
+        assert rec.finish is not None and rec.finish.reason is FinishReason.EOS
+        sent = double.requests[-1]
+        assert sent["token_ids"] == prompt and "prompt" not in sent and sent["stream"] is True
+        assert sent["sampling_params"]["max_tokens"] == 200 and sent["sampling_params"]["detokenize"] is False
+        cut = (
+            gw.generate(prompt, max_new_tokens=6, on_finish=(rec := FinishRecorder()))
+            .pipe(ops.to_list())
+            .run()
+        )
+        assert cut == recorded_ids(STORY)[:6] and rec.finish is not None
+        assert rec.finish.reason is FinishReason.LENGTH
+
+        def pieces(model: GatewayModel) -> list[tuple[Any, ...]]:
+            out = model.generate(prompt, max_new_tokens=200, logprobs=2).pipe(ops.to_list()).run()
+            return [(p.ids, p.logprobs, p.top_logprobs) for p in out]
+
+        assert pieces(gw) == pieces(by_completions)
+        assert double.requests[-2]["sampling_params"]["logprobs"] == 2
+    with pytest.raises(ValueError, match="endpoint"):
+        GatewayModel(url, tokenizer_dir, endpoint="tokens")
+    with pytest.raises(ValueError, match="mode='ids'"):
+        GatewayModel(url, tokenizer_dir, endpoint="generate", mode="text")
+
+
+def test_served_over_the_tokens_only_endpoint(tokenizer: Tokenizer, tokenizer_dir: Path) -> None:
+    body = {"messages": WEATHER, "tools": TOOLS, "max_tokens": 500, "temperature": 0}
+    answers = []
+    for endpoint in ("completions", "generate"):
+        with (
+            vllm_double(tokenizer) as (url, double),
+            GatewayModel(url, tokenizer_dir, health_interval=None, endpoint=endpoint) as gw,
+            run_in_thread(create_app(gw, model_name="gw")) as gw_url,
+        ):
+            answers.append(httpx.post(f"{gw_url}/v1/chat/completions", json=body, timeout=30).json())
+            assert ("token_ids" in double.requests[-1]) is (endpoint == "generate")
+    for answer in answers:  # call ids are drawn afresh for each response
+        for call in answer["choices"][0]["message"]["tool_calls"]:
+            assert call.pop("id").startswith("call_")
+    by_completions, by_generate = answers
+    assert by_generate["choices"] == by_completions["choices"]
+    assert by_generate["usage"] == by_completions["usage"]
+    assert by_generate["choices"][0]["finish_reason"] == "tool_calls"

@@ -1,6 +1,7 @@
 """A wire-format double of vLLM's OpenAI server, for the gateway's tests: Starlette and uvicorn on a
 real socket, answering ``/health``, ``/v1/models`` and streamed ``/v1/completions`` by replaying
-the recorded streams of ``data/vllm`` (the one whose ``match`` is in the decoded prompt).
+the recorded streams of ``data/vllm`` (the one whose ``match`` is in the decoded prompt), and the
+same streams on its tokens-only endpoint (``/inference/v1/generate``).
 
 What it sends follows vLLM's protocol for the fields the request sets: ``token_ids`` per choice
 (and ``prompt_token_ids`` in the first chunk) with ``return_token_ids``; ``logprobs`` with ``k``
@@ -147,6 +148,55 @@ class VllmDouble:
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
+    async def generate(self, request: Request) -> Response:
+        """vLLM's tokens-only endpoint (``/inference/v1/generate``, its ``serve_tokens``): ``token_ids``
+        and ``sampling_params`` in; chunks of ``request_id`` and ``choices`` with each delta's
+        ``token_ids`` (no text), ``logprobs`` in the chat format with tokens spelled
+        ``token_id:N`` when ``sampling_params.logprobs`` is set, the usage chunk (``choices: []``)
+        with ``stream_options.include_usage``, then ``[DONE]``."""
+        body = await request.json()
+        self.requests.append(body)
+        ids = body.get("token_ids")
+        params = body.get("sampling_params")
+        if not isinstance(ids, list) or not isinstance(params, dict) or not body.get("stream"):
+            error = {"object": "error", "message": "token_ids, sampling_params and stream are needed"}
+            return JSONResponse(
+                {**error, "type": "BadRequestError", "param": None, "code": 400}, status_code=400
+            )
+        rec = self.find(self.tokenizer.decode(ids, skip_special_tokens=False))
+        if rec is None:
+            error = {"object": "error", "message": "no recording for this prompt", "type": "BadRequestError"}
+            return JSONResponse({**error, "param": None, "code": 400}, status_code=400)
+        asked = {
+            "max_tokens": params.get("max_tokens", 16),
+            "logprobs": params.get("logprobs"),
+            "return_tokens_as_token_ids": True,
+            "return_token_ids": True,
+            "stream_options": body.get("stream_options"),
+        }
+        chunks = [_tokens_only(chunk) for chunk in self.chunks(rec, asked, list(ids))]
+        return self._stream(chunks)
+
+    def _stream(self, chunks: list[dict[str, Any]]) -> Response:
+        async def stream() -> AsyncIterator[bytes]:
+            with self._lock:
+                self.active += 1
+            try:
+                for chunk in chunks:
+                    if self.delay:
+                        await asyncio.sleep(self.delay)
+                    yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode()
+                yield b"data: [DONE]\n\n"
+            except (asyncio.CancelledError, GeneratorExit):
+                with self._lock:
+                    self.cancelled += 1
+                raise
+            finally:
+                with self._lock:
+                    self.active -= 1
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
     async def models(self, _request: Request) -> Response:
         entry = {"id": MODEL, "object": "model", "owned_by": "vllm", "max_model_len": 4096}
         return JSONResponse({"object": "list", "data": [entry]})
@@ -155,12 +205,46 @@ class VllmDouble:
         return Response(status_code=200)
 
 
+def _tokens_only(chunk: dict[str, Any]) -> dict[str, Any]:
+    """A completions chunk as the tokens-only endpoint sends it: no text, chat-format logprobs."""
+    out: dict[str, Any] = {"request_id": "generate-tokens-0f3e", "choices": []}
+    if not chunk["choices"]:
+        out["usage"] = chunk["usage"]
+        return out
+    choice = chunk["choices"][0]
+    logprobs = None
+    if choice["logprobs"] is not None:
+        lp = choice["logprobs"]
+        logprobs = {
+            "content": [
+                {
+                    "token": token,
+                    "logprob": value,
+                    "top_logprobs": [{"token": t, "logprob": v} for t, v in top.items()],
+                }
+                for token, value, top in zip(
+                    lp["tokens"], lp["token_logprobs"], lp["top_logprobs"], strict=True
+                )
+            ]
+        }
+    out["choices"] = [
+        {
+            "index": 0,
+            "logprobs": logprobs,
+            "finish_reason": choice["finish_reason"],
+            "token_ids": choice["token_ids"],
+        }
+    ]
+    return out
+
+
 @contextmanager
 def vllm_double(tokenizer: Tokenizer, **options: Any) -> Iterator[tuple[str, VllmDouble]]:
     double = VllmDouble(tokenizer, **options)
     app = Starlette(
         routes=[
             Route("/v1/completions", double.completions, methods=["POST"]),
+            Route("/inference/v1/generate", double.generate, methods=["POST"]),
             Route("/v1/models", double.models),
             Route("/health", double.health),
         ]

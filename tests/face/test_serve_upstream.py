@@ -145,3 +145,21 @@ def test_chat_through_an_upstream_engine_answers_as_the_engine(tiny_dir: Path) -
         assert r.returncode == 0, r.stderr
         assert r.stdout == direct + "\n"
         assert "[finish: length | 12 tokens" in r.stderr and "remote" in r.stderr
+
+
+def test_the_upstream_flags_as_a_user_gives_them(tiny_dir: Path) -> None:
+    """``--upstream-mode text`` and ``--upstream-endpoint`` on real processes: the text gateway
+    answers as the engine; its stop strings are its own."""
+    with serve_process(tiny_dir) as engine:
+        expected = complete(engine.url, PROMPTS[0])["choices"][0]
+        with serve_process(tiny_dir, "--upstream", engine.url, "--upstream-mode", "text") as gw:
+            got = complete(gw.url, PROMPTS[0])["choices"][0]
+            assert (got["text"], got["finish_reason"]) == (expected["text"], expected["finish_reason"])
+            body = {"prompt": PROMPTS[0], "max_tokens": 20, "temperature": 0, "logprobs": 1}
+            refused = httpx.post(f"{gw.url}/v1/completions", json=body, timeout=60)
+            assert refused.status_code == 400 and "--upstream-mode ids" in refused.json()["error"]["message"]
+    with pytest.raises(
+        RuntimeError, match=r"invalid choice: 'tokens' \(choose from 'completions', 'generate'\)"
+    ):
+        with serve_process(tiny_dir, "--upstream", "http://127.0.0.1:9", "--upstream-endpoint", "tokens"):
+            pass  # pragma: no cover - it never starts
