@@ -59,8 +59,9 @@ class GatewayModel:
             engines that give text only (OpenAI's API, Ollama's OpenAI endpoint): :meth:`text`
             streams their text deltas for the operators (no detokenize), and what needs ids
             (:meth:`generate`, logprobs, ``stop_token_ids``) is a one-line ``ValueError``
-            (``rxstream serve --upstream-mode text`` serves :meth:`text`). Chosen, not detected: the features must not change behind a user's
-            back when an engine is swapped.
+            (``rxstream serve --upstream-mode text`` serves :meth:`text`). Chosen, not
+            detected: the features must not change behind a user's back when an engine is
+            swapped.
         endpoint: in ids mode, where the ids go: ``"completions"`` (the default: ``/v1/completions``
             with a token-id prompt and ``return_token_ids``) or ``"generate"`` (vLLM's tokens-only
             ``/inference/v1/generate``: ``token_ids`` and ``sampling_params`` in, ids out, with
