@@ -139,7 +139,8 @@ async def _double_connection(
                     event = {"id": "cmpl-double", "object": "text_completion", "choices": [], "usage": usage}
                     data = b"data: " + json.dumps(event).encode() + b"\n\n"
                     writer.write(b"%x\r\n%s\r\n" % (len(data), data))
-                writer.write(b"14\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+                done = b"data: [DONE]\n\n"
+                writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
                 await writer.drain()
             else:
                 writer.write(_http_response("404 Not Found", {"error": {"message": "not found"}}, close))
