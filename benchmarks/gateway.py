@@ -332,6 +332,7 @@ def write_results(path: Path, meta: dict[str, Any], levels: list[Level]) -> None
         "",
         f"- engine double: {meta['double']}",
         f"- real engine: {meta['real']}",
+        f"- llama.cpp engine: {meta['llama']}",
         "- clients: streaming chat completions, one raw HTTP/1.1 connection per request; TTFT = request "
         "sent -> first non-empty content; gap = time between two content chunks of one stream; gateway "
         "CPU = the gateway process's user + system time (all threads) over the level / completion tokens "
@@ -414,6 +415,25 @@ def added(levels: list[Level]) -> list[dict[str, Any]]:
     return out
 
 
+def start_llama(
+    args: argparse.Namespace, tok_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> tuple[tuple[int, int], int]:
+    """llama.cpp's server on the GGUF (16 slots, continuous batching, one thread: the machine's
+    other core is the gateway's and the clients'), and a gateway in front of it (the ids come in
+    its logprobs' ``id`` fields): ((engine port, gateway port), the gateway's pid)."""
+    from rxstream.backends import default_cache_dir
+
+    gguf = args.llama_gguf or default_cache_dir() / "downloads" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    port = free_port()
+    cmd = [str(args.llama_server), "-m", str(gguf), "--port", str(port), "-np", "16", "-c", "16384"]
+    procs.append(start([*cmd, "-cb", "--no-webui", "-t", "1"], f"http://127.0.0.1:{port}"))
+    gw_port = free_port()
+    gw_args = ["--upstream", f"http://127.0.0.1:{port}", "--model", str(tok_dir), "--max-concurrency", "512"]
+    gateway = start(serve_cmd(gw_port, *gw_args), f"http://127.0.0.1:{gw_port}")
+    procs.append(gateway)
+    return (port, gw_port), gateway.pid
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -435,6 +455,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--derender-streams", default="1,128,512", help="derender rows' stream counts")
     parser.add_argument("--derender-lengths", default="64,1024,8192", help="derender rows' lengths")
+    parser.add_argument(
+        "--llama-server", type=Path, help="a llama-server binary: rows with llama.cpp as the engine"
+    )
+    parser.add_argument(
+        "--llama-gguf", type=Path, help="its model (default: the SmolLM2 Q4_1 GGUF in rxstream's cache)"
+    )
+    parser.add_argument("--llama-levels", default="1,8", help="client counts of llama.cpp (default 1,8)")
+    parser.add_argument("--llama-lengths", default="64", help="max_tokens of llama.cpp (default 64)")
     parser.add_argument("--requests", type=int, default=16, help="requests per level at least (default 16)")
     parser.add_argument("--out", type=Path, default=RESULTS / "gateway.md")
     parser.add_argument("--double-port", type=int, help=argparse.SUPPRESS)  # run as the double
@@ -522,6 +550,10 @@ def main(argv: list[str] | None = None) -> int:
                 procs.append(gw)
                 gw_pids["real"] = gw.pid
                 engines.append(("real", port, gw_port, ints(args.real_levels), ints(args.real_lengths)))
+            if args.llama_server is not None:
+                llama, gateway_pid = start_llama(args, tok_dir, procs)
+                engines.append(("llama.cpp", *llama, ints(args.llama_levels), ints(args.llama_lengths)))
+                gw_pids["llama.cpp"] = gateway_pid
             for engine, port, gw_port, clients_list, lengths in engines:
                 for p in (port, gw_port):  # warm-up: connections, template, first requests
                     asyncio.run(run_level(engine, "warm", p, 4, 8, 4, None))
@@ -556,6 +588,11 @@ def main(argv: list[str] | None = None) -> int:
         "double": f"recorded ids of {tok_desc}, one id per chunk every {args.interval_ms:g} ms per stream "
         "from the request's arrival (the first at once)",
         "real": real,
+        "llama": (
+            f"llama.cpp's {args.llama_server.name} (SmolLM2-135M-Instruct Q4_1 GGUF, 16 slots, -t 1)"
+            if args.llama_server is not None
+            else "not run (--llama-server PATH)"
+        ),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"1-minute load average at the start {load_at_start:.1f}",
         "command": "python benchmarks/gateway.py " + " ".join(argv if argv is not None else sys.argv[1:]),
