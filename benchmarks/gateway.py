@@ -429,7 +429,8 @@ def start_llama(
     procs.append(start([*cmd, "-cb", "--no-webui", "-t", "1"], f"http://127.0.0.1:{port}"))
     gw_port = free_port()
     gw_args = ["--upstream", f"http://127.0.0.1:{port}", "--model", str(tok_dir), "--max-concurrency", "512"]
-    gateway = start(serve_cmd(gw_port, *gw_args), f"http://127.0.0.1:{gw_port}")
+    # the clients name the model "bench": llama.cpp takes any name, the gateway its own
+    gateway = start(serve_cmd(gw_port, *gw_args, "--model-name", "bench"), f"http://127.0.0.1:{gw_port}")
     procs.append(gateway)
     return (port, gw_port), gateway.pid
 
