@@ -38,6 +38,7 @@ import itertools
 import json
 import os
 import platform
+import random
 import subprocess
 import sys
 import tempfile
@@ -243,17 +244,37 @@ class Level:
 
 
 async def run_level(
-    engine: str, path: str, port: int, clients: int, max_tokens: int, requests: int, pid: int | None
+    engine: str,
+    path: str,
+    port: int,
+    clients: int,
+    max_tokens: int,
+    requests: int,
+    pid: int | None,
+    spread: float = 0.0,
 ) -> Level:
+    """One level: ``clients`` streaming at once. ``spread`` (seconds, 0: all start together):
+    each client starts at a random moment within it and makes at least three requests, and only
+    the requests after each client's first count for the TTFT: arrivals in a steady state of
+    ``clients`` streams, not a burst."""
     # at least ``requests`` requests of 64 tokens' worth (fewer of longer ones), one per client at least
     per_client = max(1, -(-max(1, requests * 64 // max_tokens) // clients))
+    if spread:
+        per_client = max(3, per_client)
+    steady: list[Stream] = []
 
+    # the prompt names the path: the gateway's requests must not find the direct ones' prompts in
+    # an engine's prefix cache (llama.cpp keeps one per slot)
     async def client(index: int) -> list[Stream | str]:
         out: list[Stream | str] = []
+        if spread:
+            await asyncio.sleep(random.Random(index).uniform(0, spread))
         for r in range(per_client):
             body = {
                 "model": "bench",
-                "messages": [{"role": "user", "content": f"({clients}.{index}.{r}) Tell me about rxstream."}],
+                "messages": [
+                    {"role": "user", "content": f"({path}.{clients}.{index}.{r}) Tell me about rxstream."}
+                ],
                 "max_tokens": max_tokens,
                 "temperature": 0,
                 "stream": True,
@@ -261,6 +282,8 @@ async def run_level(
             }
             try:
                 out.append(await stream_once(port, body))
+                if spread and r:
+                    steady.append(out[-1])  # type: ignore[arg-type]
             except (RuntimeError, OSError) as exc:
                 out.append(f"{type(exc).__name__}: {exc}"[:300])
         return out
@@ -273,7 +296,7 @@ async def run_level(
     streams = [s for s in results if isinstance(s, Stream)]
     errors = sorted({s for s in results if isinstance(s, str)})
     tokens = sum(s.tokens or s.chunks for s in streams)
-    ttfts = [s.ttft for s in streams if s.ttft is not None]
+    ttfts = [s.ttft for s in (steady if spread else streams) if s.ttft is not None]
     gaps = [g for s in streams for g in s.gaps]
     level = Level(
         engine=engine,
@@ -464,6 +487,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--llama-levels", default="1,8", help="client counts of llama.cpp (default 1,8)")
     parser.add_argument("--llama-lengths", default="64", help="max_tokens of llama.cpp (default 64)")
+    parser.add_argument(
+        "--spread-levels",
+        default="128",
+        help="client counts of the double's steady-state rows (arrivals spread; default 128; '' none)",
+    )
+    parser.add_argument("--spread-length", type=int, default=256, help="their max_tokens (default 256)")
     parser.add_argument("--requests", type=int, default=16, help="requests per level at least (default 16)")
     parser.add_argument("--out", type=Path, default=RESULTS / "gateway.md")
     parser.add_argument("--double-port", type=int, help=argparse.SUPPRESS)  # run as the double
@@ -571,6 +600,30 @@ def main(argv: list[str] | None = None) -> int:
                                 + (f"; {len(lv.errors)} error kinds: {lv.errors[0]}" if lv.errors else ""),
                                 flush=True,
                             )
+            if args.engine in ("double", "both"):  # steady state: arrivals spread, not a burst
+                _, port, gw_port, _, _ = engines[0]
+                period = args.spread_length * args.interval_ms / 1000
+                for clients in ints(args.spread_levels):
+                    for path, p, pid in (("direct", port, None), ("gateway", gw_port, gw_pids["double"])):
+                        lv = asyncio.run(
+                            run_level(
+                                "double, spread",
+                                path,
+                                p,
+                                clients,
+                                args.spread_length,
+                                args.requests,
+                                pid,
+                                spread=period,
+                            )
+                        )
+                        levels.append(lv)
+                        print(
+                            f"spread {path:>7} {clients:>3}x{args.spread_length}: "
+                            f"TTFT p50 {lv.ttft_p50_ms:.2f} "
+                            f"p99 {lv.ttft_p99_ms:.2f} ms; gap p99 {lv.gap_p99_ms:.2f} ms",
+                            flush=True,
+                        )
             if args.derender:
                 from derender import derender_rows, markdown
 
