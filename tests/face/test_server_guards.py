@@ -213,7 +213,17 @@ def test_send_timer_aborts_only_while_writing_is_paused() -> None:
     protocol_class = guarded_protocol(limits)
     loop = asyncio.new_event_loop()
     try:
-        config = mock.MagicMock(loaded=True, h11_max_incomplete_event_size=None, limit_concurrency=None)
+
+        async def app(_scope: Any, _receive: Any, _send: Any) -> None:  # a response still being written
+            await asyncio.sleep(3600)
+
+        config = mock.MagicMock(
+            loaded=True,
+            loaded_app=app,
+            h11_max_incomplete_event_size=None,
+            limit_concurrency=None,
+            timeout_keep_alive=5.0,
+        )
         state = mock.MagicMock(connections=set(), tasks=set())
         proto: Any = protocol_class(config, state, {}, _loop=loop)  # type: ignore[call-arg]
         transport = mock.MagicMock()
@@ -229,6 +239,10 @@ def test_send_timer_aborts_only_while_writing_is_paused() -> None:
         loop.run_until_complete(asyncio.sleep(0.15))
         assert transport.abort.called
     finally:
+        proto.connection_lost(None)  # the app's task ends: its client is gone
+        for task in state.tasks:
+            task.cancel()
+        loop.run_until_complete(asyncio.wait_for(asyncio.gather(*state.tasks, return_exceptions=True), 5))
         loop.close()
 
 
