@@ -129,24 +129,7 @@ class VllmDouble:
             error = {"object": "error", "message": "no recording for this prompt", "type": "BadRequestError"}
             return JSONResponse({**error, "param": None, "code": 400}, status_code=400)
 
-        async def stream() -> AsyncIterator[bytes]:
-            with self._lock:
-                self.active += 1
-            try:
-                for chunk in self.chunks(rec, body, list(prompt)):
-                    if self.delay:
-                        await asyncio.sleep(self.delay)
-                    yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode()
-                yield b"data: [DONE]\n\n"
-            except (asyncio.CancelledError, GeneratorExit):
-                with self._lock:
-                    self.cancelled += 1
-                raise
-            finally:
-                with self._lock:
-                    self.active -= 1
-
-        return StreamingResponse(stream(), media_type="text/event-stream")
+        return self._stream(list(self.chunks(rec, body, list(prompt))))
 
     async def generate(self, request: Request) -> Response:
         """vLLM's tokens-only endpoint (``/inference/v1/generate``, its ``serve_tokens``): ``token_ids``

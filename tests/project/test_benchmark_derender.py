@@ -5,18 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_derender_rows_cover_every_token(tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from derender import derender_rows  # type: ignore[import-not-found]
-        from gateway import tokenizer_dir  # type: ignore[import-not-found]
-    except ImportError as exc:  # pragma: no cover - the benchmark's own imports
-        pytest.skip(f"benchmark imports: {exc}")
+    from derender import derender_rows  # type: ignore[import-not-found]
+    from gateway import tokenizer_dir  # type: ignore[import-not-found]
+
     tok_dir, _ = tokenizer_dir(tmp_path)
     rows = derender_rows(tok_dir / "tokenizer.json", [1, 3], [16])
     assert [(r.pipeline, r.streams, r.tokens) for r in rows] == [
