@@ -38,7 +38,9 @@ def value(samples: dict[str, dict[Any, float]], name: str, **labels: str) -> flo
 @pytest.fixture(scope="module")
 def served(model: OnnxModel) -> Iterator[str]:
     # each token 5 ms late and no end token: every generation runs to its budget or its client
-    app = create_app(SlowModel(model, 0.005), model_name="tiny", limits=ServerLimits(max_concurrency=4))
+    # no grace period: a client that leaves aborts its generation at once
+    limits = ServerLimits(max_concurrency=4, resume_grace=0)
+    app = create_app(SlowModel(model, 0.005), model_name="tiny", limits=limits)
     with run_in_thread(app) as url:
         yield url
 
