@@ -35,6 +35,9 @@ Channels (reasoning, answer, tool calls; SEMANTICS §8):
 
 Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
 
+Measuring: :func:`measure` -- a pipeline's stages timed by a :class:`Meter` as the stream runs
+(time to first token, gaps, tokens in and characters out, how long each stage held text back).
+
 Writing an operator: every operator here is a function that returns ``operator(name, make_sink)``
 (``_sink.py``), whose sink (an ``OperatorSink`` subclass, one per subscription) handles the items;
 the text operators share ``TextSink`` (``_text_sink.py``), which feeds an engine from
@@ -57,6 +60,7 @@ from ._deltas import deltas
 from ._detokenize import detokenize
 from ._hold_back import hold_back
 from ._max_tokens import max_tokens
+from ._measure import Meter, MeterReport, StageFigures, measure
 from ._messages_events import MessageEvents, messages_events
 from ._pipeline import text_pipeline
 from ._redact import redact
@@ -72,12 +76,16 @@ from ._tool_calls import tool_calls
 __all__ = [
     "Channels",
     "MessageEvents",
+    "Meter",
+    "MeterReport",
+    "StageFigures",
     "channels",
     "chat_pipeline",
     "deltas",
     "detokenize",
     "hold_back",
     "max_tokens",
+    "measure",
     "messages_events",
     "redact",
     "replace",

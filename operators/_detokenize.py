@@ -176,6 +176,9 @@ class _TextSink(OperatorSink[TokenItem, str]):
     def on_next(self, value: TokenItem) -> None:
         self._guarded_next(value)
 
+    def holding(self) -> bool:
+        return self.det.holding
+
     def on_completed(self) -> None:
         text = self.det.finish()
         if text:
@@ -230,6 +233,9 @@ class _AlignedSink(OperatorSink[TokenItem, Piece]):
                     break
         self.pending = ()
         self.pending_at = 0
+
+    def holding(self) -> bool:
+        return bool(self.held)
 
     def take_held(self) -> tuple[int, ...]:
         """The ids held for incomplete text, then those of the current item not pushed yet."""

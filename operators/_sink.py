@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from reactivex import Observable, abc
@@ -30,7 +30,7 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from rxstream._describe import describe
 from rxstream._finish import Finish, FinishReason
 
-__all__ = ["OperatorSink", "describe", "operator"]
+__all__ = ["OperatorSink", "StageSink", "collecting", "describe", "done_collecting", "operator"]
 
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
@@ -38,8 +38,15 @@ _Out = TypeVar("_Out")
 _Stage: TypeAlias = "OperatorSink[Any, Any]"
 """A linked stage of a chain, whatever its item types."""
 
+StageSink: TypeAlias = _Stage
+"""A sink of any operator, whatever its item types (what :func:`collecting` gathers)."""
+
 _subscribing: ContextVar[_Stage | None] = ContextVar("_subscribing", default=None)
 """The sink whose ``run`` is subscribing to its source on this thread (None outside)."""
+
+_collecting: ContextVar[list[_Stage] | None] = ContextVar("_collecting", default=None)
+"""While a :func:`~._measure.measure` tap subscribes to its stage: the list every sink created
+on this thread joins (the stage's own sinks; each tap sets its own list, so they do not mix)."""
 
 _ENDS_HERE = (FinishReason.STOP, FinishReason.LENGTH)
 
@@ -67,6 +74,9 @@ class OperatorSink(ABC, Generic[_In, _Out]):
         if below is not None and below.above is None:
             below.above = self
             self.below = below
+        collect = _collecting.get()
+        if collect is not None:
+            collect.append(self)
 
     def run(self, source: Observable[_In], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
         """Subscribe to ``source``; return the disposable handed to the subscriber."""
@@ -94,6 +104,11 @@ class OperatorSink(ABC, Generic[_In, _Out]):
             )
         finally:
             _subscribing.reset(token)
+
+    def holding(self) -> bool:
+        """Whether this stage holds input it has not emitted yet (default: never; the text
+        operators, ``detokenize`` and ``route`` say). :func:`~._measure.measure` times it."""
+        return False
 
     # -- held token ids ----------------------------------------------------------------------
     def take_held(self) -> tuple[int, ...]:
@@ -227,3 +242,14 @@ def operator(
     _operator.__name__ = name
     _operator.__qualname__ = name
     return _operator
+
+
+def collecting(sinks: list[_Stage] | None) -> Token[list[_Stage] | None]:
+    """Make the sinks created on this thread join ``sinks`` (None: none) until the returned token
+    is given to :func:`done_collecting`."""
+    return _collecting.set(sinks)
+
+
+def done_collecting(token: Token[list[_Stage] | None]) -> None:
+    """End what :func:`collecting` began."""
+    _collecting.reset(token)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .._finish import FinishReason
@@ -92,6 +92,41 @@ class _Live(Collector):
                 flight.add_metric([replica["url"]], replica.get("in_flight", 0))
             yield healthy
             yield flight
+        replay = live.get("replay")
+        if replay:
+            yield from _replay_families(replay, label)
+
+
+def _replay_families(replay: dict[str, int], label: list[str]) -> Iterator[Any]:
+    """The resumable streams' figures (SEMANTICS §14), read from the hub at scrape time."""
+    for name, doc, key in (
+        (
+            "rxstream:resumable_streams",
+            "Streams kept for resuming (running, or in their grace period).",
+            "streams",
+        ),
+        ("rxstream:stream_followers", "Clients reading a stream now.", "readers"),
+        ("rxstream:replay_buffer_bytes", "Bytes of events held in the replay buffers.", "buffered_bytes"),
+    ):
+        gauge = GaugeMetricFamily(name, doc, labels=["model_name"])
+        gauge.add_metric(label, replay[key])
+        yield gauge
+    for name, doc, key in (
+        ("rxstream:stream_resumes", "Requests that resumed or followed a stream (Last-Event-ID).", "resumes"),
+        (
+            "rxstream:stream_resumes_refused",
+            "Resumes refused: unknown stream, cursor out of the buffer.",
+            "refused",
+        ),
+        (
+            "rxstream:streams_abandoned",
+            "Generations cancelled when the grace period after their last client ended.",
+            "abandoned",
+        ),
+    ):
+        counter = CounterMetricFamily(name, doc, labels=["model_name"])
+        counter.add_metric(label, replay[key])
+        yield counter
 
 
 class ServerMetrics:

@@ -310,6 +310,18 @@ class ReplayHub:
                 return
             stream._trim(max(0, stream.size - (self.total - self.total_bytes)))
 
+    def stats(self) -> dict[str, int]:
+        """The figures ``/metrics`` reports: streams kept, readers, buffered bytes, resumes,
+        refused resumes, generations abandoned after the grace period."""
+        return {
+            "streams": len(self.streams),
+            "readers": sum(len(s.readers) for s in self.streams.values()),
+            "buffered_bytes": self.total,
+            "resumes": self.resumes,
+            "refused": self.refused,
+            "abandoned": self.abandoned,
+        }
+
     def close(self) -> None:
         """Server shutdown: cancel every generation still running."""
         for stream in list(self.streams.values()):

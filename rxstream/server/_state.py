@@ -88,6 +88,7 @@ class ServerState:
             "waiting": snapshot["waiting"],
             "batch": self.batch_stats(),
             "upstream": replicas() if callable(replicas) else [],
+            "replay": self.replay.stats() if self.replay is not None else None,
         }
 
     def slots(self) -> asyncio.Semaphore:
