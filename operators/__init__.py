@@ -60,7 +60,8 @@ from ._deltas import deltas
 from ._detokenize import detokenize
 from ._hold_back import hold_back
 from ._max_tokens import max_tokens
-from ._measure import Meter, MeterReport, StageFigures, measure
+from ._measure import Meter, measure
+from ._meter_figures import MeterReport, OperatorFigures, StageFigures
 from ._messages_events import MessageEvents, messages_events
 from ._pipeline import text_pipeline
 from ._redact import redact
@@ -78,6 +79,7 @@ __all__ = [
     "MessageEvents",
     "Meter",
     "MeterReport",
+    "OperatorFigures",
     "StageFigures",
     "channels",
     "chat_pipeline",

@@ -12,7 +12,7 @@ from rxstream._finish import Finish, FinishReason
 from rxstream._piece import Piece, TopLogprobs
 from rxstream.detok import StreamDetokenizer, as_token_ids
 
-from ._sink import OperatorSink, operator
+from ._sink import OperatorSink, attribute_probe, operator
 from ._token_ids import TokenItem
 
 __all__ = ["detokenize"]
@@ -178,6 +178,9 @@ class _TextSink(OperatorSink[TokenItem, str]):
 
     def holding(self) -> bool:
         return self.det.holding
+
+    def holding_probe(self) -> Callable[[], bool]:
+        return attribute_probe(self.det.engine, "holding")
 
     def on_completed(self) -> None:
         text = self.det.finish()

@@ -1,12 +1,13 @@
 """The ``measure`` operator: a pipeline's stages, with a :class:`Meter` that times them as the
 stream runs (SEMANTICS §15).
 
-A tap sits before the first stage and after each stage. The first reads the clock once per
-item (a token id, or a list of them); the others count what each stage emits and reuse that
-reading (what a stage emits while an item passes through happens in the same call). Once an
-item has gone all the way through, the meter asks each stage whether it now holds text back
-(``OperatorSink.holding``: a stop string's possible start, a replacement's pending match, the
-bytes of an incomplete character, a route's possible delimiter).
+Two taps cost something per item: one before the first stage reads the clock (once per item: a
+token id or a list of them) and one after the last stage counts what comes out (time to first
+output, the gaps). Between the stages sit boundaries that cost nothing per item: they only note,
+at subscription, which operators each stage made. Once an item has gone all the way through,
+the meter asks each operator whether it now holds text back (``OperatorSink.holding``: a stop
+string's possible start, a replacement's pending match, the bytes of an incomplete character, a
+route's possible delimiter). ``benchmarks/meter.py`` measures the cost.
 
 A stage **holds text back** from the arrival of the item after which it holds something until
 the arrival of the item after which it holds nothing (or the stream's end): the meter adds
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence, Sized
-from dataclasses import dataclass
 from typing import Any
 
 from reactivex import Observable, abc
@@ -28,47 +28,12 @@ from reactivex.disposable import Disposable
 from rxstream._describe import describe
 from rxstream._piece import Piece
 
+from ._meter_figures import Check, Hold, MeterReport, OperatorFigures, StageFigures, figures
 from ._sink import StageSink, collecting, done_collecting
 
-__all__ = ["Meter", "MeterReport", "StageFigures", "measure"]
+__all__ = ["Meter", "MeterReport", "OperatorFigures", "StageFigures", "measure"]
 
 _Stage = Callable[[Observable[Any]], Observable[Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class StageFigures:
-    """What one stage did: ``items`` and ``chars`` emitted; ``held`` seconds it held text back
-    in all, ``longest`` of one wait, and ``holds``: how many waits were longer than zero."""
-
-    name: str
-    items: int
-    chars: int
-    held: float
-    longest: float
-    holds: int
-
-
-@dataclass(frozen=True, slots=True)
-class MeterReport:
-    """A stream's figures so far.
-
-    Attributes:
-        tokens: token ids that entered the first stage (0 for a stream of text).
-        ttft: seconds from the start (the subscription, or :meth:`Meter.start`) to the first
-            output of the last stage, or None before it.
-        gaps: how many gaps between outputs of the last stage; ``gap_mean`` and ``gap_max``
-            their mean and longest, in seconds (0.0 with none).
-        stages: the figures of each stage, in order.
-        seconds: from the start to the end of the stream (None while it runs).
-    """
-
-    tokens: int
-    ttft: float | None
-    gaps: int
-    gap_mean: float
-    gap_max: float
-    stages: tuple[StageFigures, ...]
-    seconds: float | None
 
 
 class Meter:
@@ -82,19 +47,19 @@ class Meter:
         "_active",
         "_begin",
         "_chars",
+        "_checks",
         "_clock",
         "_end",
         "_first",
         "_gap_max",
         "_gap_sum",
         "_gaps",
-        "_held",
-        "_holds",
         "_items",
         "_last",
-        "_longest",
         "_names",
-        "_since",
+        "_operators",
+        "_singles",
+        "_stages",
         "_tokens",
         "now",
     )
@@ -117,13 +82,12 @@ class Meter:
         self._gaps = 0
         self._gap_sum = 0.0
         self._gap_max = 0.0
-        # per tap (0: before the first stage; k: after stage k)
-        self._since: list[float | None] = [None] * (n + 1)
-        self._held = [0.0] * (n + 1)
-        self._longest = [0.0] * (n + 1)
-        self._holds = [0] * (n + 1)
-        self._items = [0] * (n + 1)
-        self._chars = [0] * (n + 1)
+        self._stages = [Hold() for _ in range(n + 1)]  # 0 unused: stage k is at k
+        self._items = 0
+        self._chars = 0
+        self._checks: list[Check] = []  # the stages of several operators
+        self._singles: list[tuple[Hold, Callable[[], bool]]] = []  # the stages of one
+        self._operators: list[tuple[str, str, Hold]] = []
 
     def start(self, at: float | None = None) -> None:
         """Count the time to first token from ``at`` (a reading of the meter's clock; default:
@@ -131,27 +95,24 @@ class Meter:
         self._begin = self._clock() if at is None else at
 
     def report(self) -> MeterReport:
-        """The figures so far (a consistent copy; safe to call while the stream runs on the thread
-        that drives it)."""
+        """The figures so far (holds still open count up to the last item's arrival)."""
         begin = self._begin if self._begin is not None else 0.0
         stages = tuple(
-            StageFigures(
-                name,
-                self._items[k],
-                self._chars[k],
-                self._held[k],
-                self._longest[k],
-                self._holds[k],
-            )
-            for k, name in enumerate(self._names, 1)
+            StageFigures(name, *figures(self._stages[k], self.now)) for k, name in enumerate(self._names, 1)
+        )
+        operators = tuple(
+            OperatorFigures(stage, name, *figures(hold, self.now)) for stage, name, hold in self._operators
         )
         return MeterReport(
             tokens=self._tokens,
+            items=self._items,
+            chars=self._chars,
             ttft=None if self._first is None else self._first - begin,
             gaps=self._gaps,
             gap_mean=self._gap_sum / self._gaps if self._gaps else 0.0,
             gap_max=self._gap_max,
             stages=stages,
+            operators=operators,
             seconds=None if self._end is None else self._end - begin,
         )
 
@@ -166,106 +127,170 @@ class Meter:
         if begin is None:
             self._begin = self._clock()
 
-    def _settle(self, now: float, checks: list[tuple[int, tuple[Callable[[], bool], ...]]]) -> None:
-        """After an item went through: start or end each stage's hold."""
-        since = self._since
-        for k, holding in checks:
-            held = any(h() for h in holding)
-            began = since[k]
-            if held:
-                if began is None:
-                    since[k] = now
-            elif began is not None:
-                since[k] = None
-                self._release(k, now - began)
+    def _watch(self, per_stage: list[list[StageSink]]) -> None:
+        """The sinks each stage made (known once the subscription has gone up the chain)."""
+        for k, sinks in enumerate(per_stage, 1):
+            ops: list[tuple[Hold, Callable[[], bool]]] = []
+            for sink in reversed(sinks):  # made downstream first: stream order is the reverse
+                hold = Hold()
+                self._operators.append((self._names[k - 1], sink.name, hold))
+                ops.append((hold, sink.holding_probe()))
+            if len(ops) == 1:  # the stage holds when its one operator does: one hold for both
+                self._stages[k] = ops[0][0]
+                self._singles.append(ops[0])
+            elif ops:
+                self._checks.append((self._stages[k], tuple(ops)))
 
-    def _release(self, k: int, wait: float) -> None:
-        self._held[k] += wait
-        self._holds[k] += 1
-        if wait > self._longest[k]:
-            self._longest[k] = wait
+    def _settle(self, now: float) -> None:
+        """After an item went through: start or end the holds of the stages of several operators
+        and of their operators."""
+        for stage, ops in self._checks:
+            any_held = False
+            for hold, holding in ops:
+                if holding():
+                    any_held = True
+                    if hold.since is None:
+                        hold.since = now
+                elif hold.since is not None:
+                    hold.release(now)
+            if stage is not None:
+                if any_held:
+                    if stage.since is None:
+                        stage.since = now
+                elif stage.since is not None:
+                    stage.release(now)
 
     def _close(self, now: float) -> None:
         """The stream ended (or was disposed): every hold still open ends now."""
-        since = self._since
-        for k, began in enumerate(since):
-            if began is not None:
-                since[k] = None
-                self._release(k, now - began)
+        for stage, ops in self._checks:
+            if stage is not None:
+                stage.release(now)
+            for hold, _ in ops:
+                hold.release(now)
+        for hold, _ in self._singles:
+            hold.release(now)
         if self._end is None:
             self._end = now
         self._active = False
 
-    def _source_tap(
-        self, source: Observable[object], checks: list[tuple[int, tuple[Callable[[], bool], ...]]]
-    ) -> Observable[object]:
+    def _on_item(self, emit: Callable[[object], None]) -> Callable[[object], None]:
+        """The source tap's ``on_next``: the clock, the tokens, the item, then the holds (the
+        stages of one operator inline: the common case)."""
         clock = self._clock
+        singles = tuple(self._singles)
+        settle = self._settle if self._checks else None
 
-        def subscribe(
-            observer: abc.ObserverBase[object], scheduler: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            emit = observer.on_next
+        def on_next(value: object) -> None:
+            self.now = now = clock()
+            self._tokens += 1 if type(value) is int else _count(value)
+            emit(value)
+            for hold, holding in singles:
+                if holding():
+                    if hold.since is None:
+                        hold.since = now
+                elif hold.since is not None:
+                    hold.release(now)
+            if settle is not None:
+                settle(now)
 
-            def on_next(value: object) -> None:
-                self.now = now = clock()
-                self._tokens += 1 if type(value) is int else _count(value)
-                emit(value)
-                if checks:
-                    self._settle(now, checks)
+        return on_next
 
-            def on_completed() -> None:
-                self.now = clock()
-                observer.on_completed()
-                self._close(self.now)
+    def _on_output(self, emit: Callable[[object], None]) -> Callable[[object], None]:
+        """The last tap's ``on_next``: what came out, and when."""
 
-            def on_error(error: Exception) -> None:
-                self.now = clock()
-                observer.on_error(error)
-                self._close(self.now)
+        def on_next(value: object) -> None:
+            now = self.now
+            self._items += 1
+            self._chars += len(value) if type(value) is str else _chars(value)
+            if self._first is None:
+                self._first = now
+            else:
+                gap = now - self._last
+                self._gaps += 1
+                self._gap_sum += gap
+                if gap > self._gap_max:
+                    self._gap_max = gap
+            self._last = now
+            emit(value)
 
-            token = collecting(None)  # the source's own sinks are not a stage's
-            try:
-                return source.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
-            finally:
-                done_collecting(token)
+        return on_next
 
-        return Observable(subscribe)
 
-    def _stage_tap(
-        self, stage: Observable[object], k: int, last: bool, sinks: list[StageSink]
-    ) -> Observable[object]:
-        items, chars = self._items, self._chars
+class _Boundary(Observable[Any]):
+    """Between two stages: at subscription, the operators the stage below makes join its list;
+    items pass straight through (the stage's subscribe goes to the stage above unchanged)."""
 
-        def subscribe(
-            observer: abc.ObserverBase[object], scheduler: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            emit = observer.on_next
+    def __init__(self, above: Observable[Any], sinks: list[StageSink] | None) -> None:
+        super().__init__()
+        self._above = above
+        self._sinks = sinks
 
-            def on_next(value: object) -> None:
-                items[k] += 1
-                chars[k] += _chars(value)
-                if last:
-                    self._output(self.now)
-                emit(value)
+    def subscribe(
+        self,
+        on_next: Any = None,
+        on_error: Any = None,
+        on_completed: Any = None,
+        *,
+        scheduler: abc.SchedulerBase | None = None,
+    ) -> abc.DisposableBase:
+        token = collecting(self._sinks)
+        try:
+            return self._above.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
+        finally:
+            done_collecting(token)
 
-            token = collecting(sinks)  # the sinks this stage makes (each tap above collects its own)
-            try:
-                return stage.subscribe(on_next, observer.on_error, observer.on_completed, scheduler=scheduler)
-            finally:
-                done_collecting(token)
 
-        return Observable(subscribe)
+class _SourceTap(Observable[Any]):
+    """Before the first stage: every stage's operators exist when it is subscribed (the
+    subscription came up the chain), and no item has come yet; then each item is timed."""
 
-    def _output(self, now: float) -> None:
-        if self._first is None:
-            self._first = now
-        else:
-            gap = now - self._last
-            self._gaps += 1
-            self._gap_sum += gap
-            if gap > self._gap_max:
-                self._gap_max = gap
-        self._last = now
+    def __init__(self, source: Observable[Any], meter: Meter, per_stage: list[list[StageSink]]) -> None:
+        super().__init__()
+        self._source = source
+        self._meter = meter
+        self._per_stage = per_stage
+
+    def subscribe(
+        self,
+        on_next: Any = None,
+        on_error: Any = None,
+        on_completed: Any = None,
+        *,
+        scheduler: abc.SchedulerBase | None = None,
+    ) -> abc.DisposableBase:
+        meter = self._meter
+        if hasattr(on_next, "on_next"):  # an observer
+            on_next, on_error, on_completed = on_next.on_next, on_next.on_error, on_next.on_completed
+        meter._watch(self._per_stage)
+        clock = meter._clock
+        done = on_completed if on_completed is not None else _nothing
+
+        def completed() -> None:
+            meter.now = clock()
+            done()
+            meter._close(meter.now)
+
+        def failed(error: Exception) -> None:
+            meter.now = clock()
+            if on_error is not None:
+                on_error(error)
+            meter._close(meter.now)
+
+        token = collecting(None)  # the source's own sinks are not a stage's
+        try:
+            return self._source.subscribe(
+                meter._on_item(on_next or _ignore), failed, completed, scheduler=scheduler
+            )
+        finally:
+            done_collecting(token)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _ignore(_value: object) -> None:
+    pass
 
 
 def _count(value: object) -> int:
@@ -323,7 +348,6 @@ def measure(
         labels = tuple(str(n) for n in names)
         if len(labels) != len(stages):
             raise ValueError(f"measure: {len(stages)} stages but {len(labels)} names")
-    n = len(stages)
 
     def _measure(source: Observable[Any]) -> Observable[Any]:  # the stages' own item types
         def subscribe(
@@ -334,18 +358,12 @@ def measure(
             except RuntimeError as exc:
                 observer.on_error(exc)
                 return Disposable()
-            checks: list[tuple[int, tuple[Callable[[], bool], ...]]] = []
-            stream = meter._source_tap(source, checks)
-            per_stage: list[list[StageSink]] = []
-            for k, stage in enumerate(stages, 1):
-                sinks: list[StageSink] = []
-                per_stage.append(sinks)
-                stream = meter._stage_tap(stage(stream), k, k == n, sinks)
-            inner = stream.subscribe(observer, scheduler=scheduler)
-            # the sinks are made as the subscription goes up the chain: known from here on
-            for k, sinks in enumerate(per_stage, 1):
-                if sinks:
-                    checks.append((k, tuple(s.holding for s in sinks)))
+            per_stage: list[list[StageSink]] = [[] for _ in stages]
+            stream: Observable[Any] = _SourceTap(source, meter, per_stage)
+            for sinks, stage in zip(per_stage, stages, strict=True):
+                stream = _Boundary(stage(stream), sinks)
+            last = meter._on_output(observer.on_next)
+            inner = stream.subscribe(last, observer.on_error, observer.on_completed, scheduler=scheduler)
 
             def dispose() -> None:
                 inner.dispose()

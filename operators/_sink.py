@@ -19,6 +19,7 @@ either emitted or reported dropped.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextvars import ContextVar, Token
@@ -30,7 +31,15 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from rxstream._describe import describe
 from rxstream._finish import Finish, FinishReason
 
-__all__ = ["OperatorSink", "StageSink", "collecting", "describe", "done_collecting", "operator"]
+__all__ = [
+    "OperatorSink",
+    "StageSink",
+    "attribute_probe",
+    "collecting",
+    "describe",
+    "done_collecting",
+    "operator",
+]
 
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
@@ -109,6 +118,11 @@ class OperatorSink(ABC, Generic[_In, _Out]):
         """Whether this stage holds input it has not emitted yet (default: never; the text
         operators, ``detokenize`` and ``route`` say). :func:`~._measure.measure` times it."""
         return False
+
+    def holding_probe(self) -> Callable[[], bool]:
+        """A function that answers :meth:`holding` in as few calls as it can (the meter asks it
+        after every item; default: :meth:`holding` itself)."""
+        return self.holding
 
     # -- held token ids ----------------------------------------------------------------------
     def take_held(self) -> tuple[int, ...]:
@@ -253,3 +267,12 @@ def collecting(sinks: list[_Stage] | None) -> Token[list[_Stage] | None]:
 def done_collecting(token: Token[list[_Stage] | None]) -> None:
     """End what :func:`collecting` began."""
     _collecting.reset(token)
+
+
+def attribute_probe(obj: object, name: str) -> Callable[[], bool]:
+    """A probe that reads ``obj.<name>`` as a bool: the property's getter bound to ``obj`` (one
+    call), or an attribute read."""
+    attr = getattr(type(obj), name, None)
+    if isinstance(attr, property) and attr.fget is not None:
+        return functools.partial(attr.fget, obj)
+    return lambda: bool(getattr(obj, name))
