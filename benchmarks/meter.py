@@ -42,7 +42,10 @@ __all__ = ["meter_rows"]
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _stages(tokenizer: Any, kind: str) -> list[Callable[[reactivex.Observable[Any]], reactivex.Observable[Any]]]:
+_Op = Callable[[reactivex.Observable[Any]], reactivex.Observable[Any]]
+
+
+def _stages(tokenizer: Any, kind: str) -> list[_Op]:
     if kind == "text":
         return [detokenize(tokenizer), stop(["\n\nUser:", "<|im_end|>"]), replace({"  ": " "})]
     plan = ChatPlan(family("qwen3").spec, route_prompt="<think>\n")
@@ -152,7 +155,9 @@ def write(rows: list[dict[str, Any]], what: str, suffix: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--streams", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=5)

@@ -35,6 +35,9 @@ Channels (reasoning, answer, tool calls; SEMANTICS §8):
 
 Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
 
+Resuming: :func:`checkpoint` -- a pipeline whose state a :class:`Checkpoint` snapshots
+mid-stream (small JSON) and restores into a fresh pipeline, here or in another process.
+
 Measuring: :func:`measure` -- a pipeline's stages timed by a :class:`Meter` as the stream runs
 (time to first token, gaps, tokens in and characters out, how long each stage held text back).
 
@@ -56,13 +59,14 @@ Every public operator documents its timing with a marble diagram, checked by the
 
 from ._channels import Channels, channels
 from ._chat import chat_pipeline
+from ._checkpoint import Checkpoint, SnapshotError, checkpoint
 from ._deltas import deltas
 from ._detokenize import detokenize
 from ._hold_back import hold_back
 from ._max_tokens import max_tokens
 from ._measure import Meter, measure
-from ._meter_figures import MeterReport, OperatorFigures, StageFigures
 from ._messages_events import MessageEvents, messages_events
+from ._meter_figures import MeterReport, OperatorFigures, StageFigures
 from ._pipeline import text_pipeline
 from ._redact import redact
 from ._replace import replace
@@ -76,13 +80,16 @@ from ._tool_calls import tool_calls
 
 __all__ = [
     "Channels",
+    "Checkpoint",
     "MessageEvents",
     "Meter",
     "MeterReport",
     "OperatorFigures",
+    "SnapshotError",
     "StageFigures",
     "channels",
     "chat_pipeline",
+    "checkpoint",
     "deltas",
     "detokenize",
     "hold_back",

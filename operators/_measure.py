@@ -29,7 +29,7 @@ from rxstream._describe import describe
 from rxstream._piece import Piece
 
 from ._meter_figures import Check, Hold, MeterReport, OperatorFigures, StageFigures, figures
-from ._sink import StageSink, collecting, done_collecting
+from ._sink import OperatorSink, StageSink, building, collecting, done_building, done_collecting
 
 __all__ = ["Meter", "MeterReport", "OperatorFigures", "StageFigures", "measure"]
 
@@ -131,7 +131,7 @@ class Meter:
         """The sinks each stage made (known once the subscription has gone up the chain)."""
         for k, sinks in enumerate(per_stage, 1):
             ops: list[tuple[Hold, Callable[[], bool]]] = []
-            for sink in reversed(sinks):  # made downstream first: stream order is the reverse
+            for sink in reversed([s for s in sinks if isinstance(s, OperatorSink)]):  # made downstream first
                 hold = Hold()
                 self._operators.append((self._names[k - 1], sink.name, hold))
                 ops.append((hold, sink.holding_probe()))
@@ -361,7 +361,11 @@ def measure(
             per_stage: list[list[StageSink]] = [[] for _ in stages]
             stream: Observable[Any] = _SourceTap(source, meter, per_stage)
             for sinks, stage in zip(per_stage, stages, strict=True):
-                stream = _Boundary(stage(stream), sinks)
+                token = building(sinks)  # operators a composite builds now join this stage
+                try:
+                    stream = _Boundary(stage(stream), sinks)
+                finally:
+                    done_building(token)
             last = meter._on_output(observer.on_next)
             inner = stream.subscribe(last, observer.on_error, observer.on_completed, scheduler=scheduler)
 
