@@ -1,5 +1,5 @@
 """The ``checkpoint`` operator: a pipeline whose state can be snapshot mid-stream and restored
-into a fresh pipeline, here or in another process (SEMANTICS §14).
+into a fresh pipeline, here or in another process (SEMANTICS §13).
 
 Between the stages sit boundaries that note, at subscription, which operators each stage made
 (they cost nothing per item). :meth:`Checkpoint.snapshot` encodes the state of those operators

@@ -1,5 +1,5 @@
 """The ``measure`` operator: a pipeline's stages, with a :class:`Meter` that times them as the
-stream runs (SEMANTICS §15).
+stream runs (SEMANTICS §14).
 
 Two taps cost something per item: one before the first stage reads the clock (once per item: a
 token id or a list of them) and one after the last stage counts what comes out (time to first

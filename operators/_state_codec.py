@@ -1,4 +1,4 @@
-"""A stream's state as plain data, and back (SEMANTICS §14): what :func:`~._checkpoint.checkpoint`
+"""A stream's state as plain data, and back (SEMANTICS §13): what :func:`~._checkpoint.checkpoint`
 snapshots and restores.
 
 What is *state* and what is *configuration* is decided by where an object comes from. An

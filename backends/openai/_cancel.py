@@ -1,7 +1,7 @@
 """Telling an rxstream server that a stream nobody reads any more can stop now.
 
 An ``rxstream serve`` keeps a stream's generation going for a grace period after its client
-left, so that the client may resume it (SEMANTICS §14); it names the stream in the
+left, so that the client may resume it (SEMANTICS §13); it names the stream in the
 ``rxstream-stream-id`` response header. A subscriber that disposes a stream of such a server
 does not come back: the backend posts ``{base_url}/streams/{id}/cancel``, so the generation ends
 at once. Other servers send no such header, and nothing is posted.

@@ -101,7 +101,7 @@ class _Live(Collector):
 
 
 def _replay_families(replay: dict[str, int], label: list[str]) -> Iterator[Any]:
-    """The resumable streams' figures (SEMANTICS §14), read from the hub at scrape time."""
+    """The resumable streams' figures (SEMANTICS §13), read from the hub at scrape time."""
     for name, doc, key in (
         (
             "rxstream:resumable_streams",

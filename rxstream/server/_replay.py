@@ -1,4 +1,4 @@
-"""Resumable, multicast event streams (SEMANTICS §14): every event of a stream is numbered and
+"""Resumable, multicast event streams (SEMANTICS §13): every event of a stream is numbered and
 kept in a replay buffer, so a client that comes back with ``Last-Event-ID`` gets exactly the
 events after it, and several clients may follow one generation.
 

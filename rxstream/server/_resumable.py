@@ -1,4 +1,4 @@
-"""The endpoints' side of resumable streams (SEMANTICS §14): a streamed response goes through the
+"""The endpoints' side of resumable streams (SEMANTICS §13): a streamed response goes through the
 server's :class:`~._replay.ReplayHub`; a request with ``Last-Event-ID`` (a header, or a
 ``last_event_id`` query parameter for clients that cannot set headers) follows a stream from its
 cursor; ``POST /v1/streams/{id}/cancel`` ends one."""

@@ -1,4 +1,4 @@
-"""Resumable and multicast streams of ``rxstream serve`` (SEMANTICS §14): real sockets, the tiny
+"""Resumable and multicast streams of ``rxstream serve`` (SEMANTICS §13): real sockets, the tiny
 model, raw SSE and the official SDKs. Every event carries ``id: <stream>:<n>``; a client that
 comes back with ``Last-Event-ID`` gets exactly the events after it; the generation goes on for
 the grace period after the last client left; followers share one generation; cancelling is an

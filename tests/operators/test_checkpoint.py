@@ -1,4 +1,4 @@
-"""Snapshot and restore (SEMANTICS §14): cut a stream at a random token, snapshot its state, build
+"""Snapshot and restore (SEMANTICS §13): cut a stream at a random token, snapshot its state, build
 a fresh pipeline from the same arguments, restore, feed it the rest: the output is exactly the
 uninterrupted one — for every operator and the channel layer, with a real tokenizer. The state
 is small and does not grow with the generation; a snapshot of another pipeline is refused."""

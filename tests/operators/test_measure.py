@@ -1,4 +1,4 @@
-"""The ``measure`` operator (SEMANTICS §15): a pipeline's stages timed by a :class:`Meter` with a
+"""The ``measure`` operator (SEMANTICS §14): a pipeline's stages timed by a :class:`Meter` with a
 clock the test drives — time to first token, gaps, tokens and characters, how long each stage
 held text back — while the stream itself is unchanged (items, timing, disposal, dropped ids)."""
 
