@@ -17,15 +17,16 @@ from collections.abc import Callable
 from typing import Any
 
 from reactivex import Observable, abc
+from reactivex.disposable import Disposable
 
 from rxstream._describe import describe
+from rxstream._state_codec import SnapshotError, StateDecoder, StateEncoder, attributes
 
-from ._sink import OperatorSink, StageSink, building, collecting, done_building, done_collecting
-from ._state_codec import SnapshotError, StateDecoder, StateEncoder, attributes
+from ._sink import OperatorSink, StageSink
+from ._stages import Stage, chain, check_stages
 
 __all__ = ["Checkpoint", "SnapshotError", "checkpoint"]
 
-_Stage = Callable[[Observable[Any]], Observable[Any]]
 
 _PLUMBING = frozenset({"observer", "upstream", "above", "below", "_on_finish", "name", "factory"})
 """What a sink holds that is its place in the chain, not its state."""
@@ -33,7 +34,7 @@ _PLUMBING = frozenset({"observer", "upstream", "above", "below", "_on_finish", "
 VERSION = 1
 
 
-def _state_of(part: Any) -> tuple[Any, list[tuple[str, Any]]]:
+def _state_of(part: Any) -> tuple[object, list[tuple[str, object]]]:
     """The factory (whose closure is the configuration) and the state attributes of a part."""
     if isinstance(part, OperatorSink):
         return part.factory, [(n, v) for n, v in attributes(part) if n not in _PLUMBING]
@@ -41,11 +42,11 @@ def _state_of(part: Any) -> tuple[Any, list[tuple[str, Any]]]:
     return factory, list(attributes(obj))
 
 
-def _target(part: Any) -> Any:
+def _target(part: Any) -> object:
     return part if isinstance(part, OperatorSink) else part[0]
 
 
-def _roots(factory: Any) -> list[Any]:
+def _roots(factory: object) -> list[object]:
     cells = getattr(factory, "__closure__", None) or ()
     out = []
     for cell in cells:
@@ -69,7 +70,7 @@ class Checkpoint:
 
     def __init__(self, restore: bytes | str | None = None) -> None:
         self._stages: list[list[StageSink]] = []
-        self._indexes: dict[int, Any] = {}  # a factory's configuration index, made once per stream
+        self._indexes: dict[int, object] = {}  # a factory's configuration index, made once per stream
         self._active = False
         self._replaying = False
         self._restore: dict[str, Any] | None = None
@@ -114,6 +115,11 @@ class Checkpoint:
         self._stages = per_stage
         self._indexes = {}
 
+    def _start(self) -> None:
+        """The source is being subscribed: restore (if asked); what comes out from now is new."""
+        self._restore_now()
+        self._replaying = False
+
     def _restore_now(self) -> None:
         """Before the first item: write the snapshot's state into the fresh pipeline's parts."""
         data, self._restore = self._restore, None
@@ -140,57 +146,7 @@ class Checkpoint:
                 decoder.finish()
 
 
-class _Boundary(Observable[Any]):
-    """Between two stages: at subscription, the parts the stage below makes join its list."""
-
-    def __init__(self, above: Observable[Any], parts: list[StageSink]) -> None:
-        super().__init__()
-        self._above = above
-        self._parts = parts
-
-    def subscribe(
-        self,
-        on_next: Any = None,
-        on_error: Any = None,
-        on_completed: Any = None,
-        *,
-        scheduler: abc.SchedulerBase | None = None,
-    ) -> abc.DisposableBase:
-        token = collecting(self._parts)
-        try:
-            return self._above.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
-        finally:
-            done_collecting(token)
-
-
-class _Start(Observable[Any]):
-    """Before the first stage: every part exists when it is subscribed and no item has come yet:
-    the snapshot to restore (if any) goes in here."""
-
-    def __init__(self, source: Observable[Any], cp: Checkpoint) -> None:
-        super().__init__()
-        self._source = source
-        self._cp = cp
-
-    def subscribe(
-        self,
-        on_next: Any = None,
-        on_error: Any = None,
-        on_completed: Any = None,
-        *,
-        scheduler: abc.SchedulerBase | None = None,
-    ) -> abc.DisposableBase:
-        cp = self._cp
-        cp._restore_now()
-        cp._replaying = False  # from here on, what comes out is new
-        token = collecting(None)
-        try:
-            return self._source.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
-        finally:
-            done_collecting(token)
-
-
-def checkpoint(cp: Checkpoint, *stages: _Stage) -> Callable[[Observable[Any]], Observable[Any]]:
+def checkpoint(cp: Checkpoint, *stages: Stage) -> Callable[[Observable[Any]], Observable[Any]]:
     """The ``stages`` one after the other (as ``pipe`` would), with ``cp`` able to snapshot their
     state mid-stream, or restore a snapshot before the first item.
 
@@ -214,34 +170,25 @@ def checkpoint(cp: Checkpoint, *stages: _Stage) -> Callable[[Observable[Any]], O
     """
     if not isinstance(cp, Checkpoint):
         raise TypeError(f"checkpoint: cp must be a Checkpoint, got {describe(cp)}")
-    if not stages:
-        raise ValueError("checkpoint: give at least one stage")
-    for stage in stages:
-        if not callable(stage):
-            raise TypeError(f"checkpoint: a stage must be an operator (callable), got {describe(stage)}")
+    check_stages("checkpoint", stages)
 
     def _checkpoint(source: Observable[Any]) -> Observable[Any]:
-        def subscribe(observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None) -> Any:
-            per_stage: list[list[StageSink]] = [[] for _ in stages]
+        def subscribe(
+            observer: abc.ObserverBase[object], scheduler: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
+            stream, per_stage = chain(source, stages, cp._start)
             try:
                 cp._subscribed(per_stage)
             except RuntimeError as exc:
                 observer.on_error(exc)
-                return _Done()
-            stream: Observable[Any] = _Start(source, cp)
-            for parts, stage in zip(per_stage, stages, strict=True):
-                token = building(parts)  # operators a composite builds now join this stage
-                try:
-                    stream = _Boundary(stage(stream), parts)
-                finally:
-                    done_building(token)
+                return Disposable()
             # What a restored pipeline emits while it is subscribed, before the state goes in (a
             # response's opening events, a start_with), the first pipeline emitted at its own
             # subscription: the stream already has it.
             cp._replaying = cp._restore is not None
             emit = observer.on_next
 
-            def on_next(value: Any) -> None:
+            def on_next(value: object) -> None:
                 if not cp._replaying:
                     emit(value)
 
@@ -252,24 +199,14 @@ def checkpoint(cp: Checkpoint, *stages: _Stage) -> Callable[[Observable[Any]], O
             except SnapshotError as exc:
                 cp._active = False
                 observer.on_error(exc)
-                return _Done()
+                return Disposable()
 
             def dispose() -> None:
                 cp._active = False
                 inner.dispose()
 
-            return _Done(dispose)
+            return Disposable(dispose)
 
         return Observable(subscribe)
 
     return _checkpoint
-
-
-class _Done(abc.DisposableBase):
-    def __init__(self, action: Callable[[], None] | None = None) -> None:
-        self._action = action
-
-    def dispose(self) -> None:
-        action, self._action = self._action, None
-        if action is not None:
-            action()

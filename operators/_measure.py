@@ -29,11 +29,10 @@ from rxstream._describe import describe
 from rxstream._piece import Piece
 
 from ._meter_figures import Check, Hold, MeterReport, OperatorFigures, StageFigures, figures
-from ._sink import OperatorSink, StageSink, building, collecting, done_building, done_collecting
+from ._sink import OperatorSink, StageSink
+from ._stages import Stage, chain, check_stages
 
 __all__ = ["Meter", "MeterReport", "OperatorFigures", "StageFigures", "measure"]
-
-_Stage = Callable[[Observable[Any]], Observable[Any]]
 
 
 class Meter:
@@ -216,39 +215,14 @@ class Meter:
         return on_next
 
 
-class _Boundary(Observable[Any]):
-    """Between two stages: at subscription, the operators the stage below makes join its list;
-    items pass straight through (the stage's subscribe goes to the stage above unchanged)."""
-
-    def __init__(self, above: Observable[Any], sinks: list[StageSink] | None) -> None:
-        super().__init__()
-        self._above = above
-        self._sinks = sinks
-
-    def subscribe(
-        self,
-        on_next: Any = None,
-        on_error: Any = None,
-        on_completed: Any = None,
-        *,
-        scheduler: abc.SchedulerBase | None = None,
-    ) -> abc.DisposableBase:
-        token = collecting(self._sinks)
-        try:
-            return self._above.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
-        finally:
-            done_collecting(token)
-
-
 class _SourceTap(Observable[Any]):
     """Before the first stage: every stage's operators exist when it is subscribed (the
     subscription came up the chain), and no item has come yet; then each item is timed."""
 
-    def __init__(self, source: Observable[Any], meter: Meter, per_stage: list[list[StageSink]]) -> None:
+    def __init__(self, source: Observable[Any], meter: Meter) -> None:
         super().__init__()
         self._source = source
         self._meter = meter
-        self._per_stage = per_stage
 
     def subscribe(
         self,
@@ -261,7 +235,6 @@ class _SourceTap(Observable[Any]):
         meter = self._meter
         if hasattr(on_next, "on_next"):  # an observer
             on_next, on_error, on_completed = on_next.on_next, on_next.on_error, on_next.on_completed
-        meter._watch(self._per_stage)
         clock = meter._clock
         done = on_completed if on_completed is not None else _nothing
 
@@ -276,13 +249,9 @@ class _SourceTap(Observable[Any]):
                 on_error(error)
             meter._close(meter.now)
 
-        token = collecting(None)  # the source's own sinks are not a stage's
-        try:
-            return self._source.subscribe(
-                meter._on_item(on_next or _ignore), failed, completed, scheduler=scheduler
-            )
-        finally:
-            done_collecting(token)
+        return self._source.subscribe(
+            meter._on_item(on_next or _ignore), failed, completed, scheduler=scheduler
+        )
 
 
 def _nothing() -> None:
@@ -311,7 +280,7 @@ def _chars(value: object) -> int:
 
 
 def measure(
-    meter: Meter, *stages: _Stage, names: Sequence[str] | None = None
+    meter: Meter, *stages: Stage, names: Sequence[str] | None = None
 ) -> Callable[[Observable[Any]], Observable[Any]]:
     """The ``stages`` one after the other (as ``pipe`` would), measured by ``meter``.
 
@@ -337,11 +306,7 @@ def measure(
     """
     if not isinstance(meter, Meter):
         raise TypeError(f"measure: meter must be a Meter, got {describe(meter)}")
-    if not stages:
-        raise ValueError("measure: give at least one stage")
-    for stage in stages:
-        if not callable(stage):
-            raise TypeError(f"measure: a stage must be an operator (callable), got {describe(stage)}")
+    check_stages("measure", stages)
     if names is None:
         labels = tuple(getattr(s, "__name__", f"stage{k}") for k, s in enumerate(stages, 1))
     else:
@@ -358,14 +323,7 @@ def measure(
             except RuntimeError as exc:
                 observer.on_error(exc)
                 return Disposable()
-            per_stage: list[list[StageSink]] = [[] for _ in stages]
-            stream: Observable[Any] = _SourceTap(source, meter, per_stage)
-            for sinks, stage in zip(per_stage, stages, strict=True):
-                token = building(sinks)  # operators a composite builds now join this stage
-                try:
-                    stream = _Boundary(stage(stream), sinks)
-                finally:
-                    done_building(token)
+            stream, per_stage = chain(_SourceTap(source, meter), stages, lambda: meter._watch(per_stage))
             last = meter._on_output(observer.on_next)
             inner = stream.subscribe(last, observer.on_error, observer.on_completed, scheduler=scheduler)
 

@@ -324,15 +324,6 @@ class Dfa:
             st = self._init[ctx] = self._intern(self._start, ctx, True)
         return st
 
-    def holds(self, key: tuple[tuple[int, ...], int, bool], state: State) -> bool:
-        """Whether ``state`` is this automaton's state of ``key`` (kernel, context, initial)."""
-        return self._table.get(key) is state or any(s is state for s in self._init)
-
-    def state_for(self, kernel: Iterable[int], ctx: int, initial: bool = False) -> State:
-        """The state of ``kernel`` after context ``ctx`` (found in the cache, or built): how a
-        restored stream finds the states its snapshot named."""
-        return self._intern(kernel, ctx, initial)
-
     def _intern(self, kernel: Iterable[int], ctx: int, initial: bool = False) -> State:
         live = self._live
         bit = 1 << ctx

@@ -1,4 +1,4 @@
-"""A stream's state as plain data, and back (SEMANTICS §13): what :func:`~._checkpoint.checkpoint`
+"""A stream's state as plain data, and back (SEMANTICS §13): what :func:`rxstream.operators.checkpoint`
 snapshots and restores.
 
 What is *state* and what is *configuration* is decided by where an object comes from. An
@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from rxstream.text._regex_dfa import DEAD, Dfa, State
+from .text._regex_dfa import DEAD, Dfa, State
 
 __all__ = ["Path", "SnapshotError", "StateDecoder", "StateEncoder", "attributes", "resolve", "static_index"]
 
@@ -208,12 +208,17 @@ class StateEncoder:
         if state is DEAD:
             return {"$dead": None}
         key = (state.kernel, state.ctx, state.initial)
-        found = [path for path, dfa in self.dfas if dfa.holds(key, state)]
+        found = [path for path, dfa in self.dfas if _holds(dfa, key, state)]
         if not found and len(self.dfas) == 1:  # its cache was dropped since: the key still names it
             found = [self.dfas[0][0]]
         if not found:
             raise SnapshotError("a regex automaton state of no known automaton: cannot snapshot it")
         return {"$dfa": [list(found[0]), list(state.kernel), state.ctx, state.initial]}
+
+
+def _holds(dfa: Dfa, key: tuple[tuple[int, ...], int, bool], state: State) -> bool:
+    """Whether ``state`` is ``dfa``'s state of ``key`` (kernel, context, initial)."""
+    return dfa._table.get(key) is state or any(s is state for s in dfa._init)
 
 
 def _name(cls: type) -> str:
@@ -294,7 +299,7 @@ class StateDecoder:
             dfa = resolve(self.roots, tuple(value[0]))
             if not isinstance(dfa, Dfa):
                 raise SnapshotError("the pipeline differs from the snapshot's: no automaton there")
-            return dfa.state_for(tuple(value[1]), value[2], value[3])
+            return dfa._intern(tuple(value[1]), value[2], value[3])  # found in its cache, or built
         if tag == "$r":
             return self.memo[value]
         if tag == "$o":
