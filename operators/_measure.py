@@ -183,6 +183,8 @@ class Meter:
             self.now = now = clock()
             self._tokens += 1 if type(value) is int else _count(value)
             emit(value)
+            if self._end is not None:  # the item ended the stream (a stop): every hold is closed
+                return
             for hold, holding in singles:
                 if holding():
                     if hold.since is None:

@@ -72,6 +72,17 @@ def test_a_stop_string_start_held_until_the_item_that_decides_it() -> None:
     assert report.seconds == 7.0 and report.tokens == 0  # text in: no token ids
 
 
+def test_a_stop_that_ends_the_stream_closes_its_hold() -> None:
+    clock = Clock()
+    meter = Meter(clock)
+    meter.start(0.0)
+    out = drive(measure(meter, stop(["##"])), [(1.0, "ab#"), (3.0, "#c"), (4.0, "never")], clock, end=5.0)
+    assert out == ["ab"]
+    stage = meter.report().stages[0]
+    assert (stage.held, stage.holds) == (2.0, 1)  # "#" from 1.0 until the stop at 3.0, once
+    assert meter.report().seconds == 3.0
+
+
 def test_text_released_only_at_the_end_is_held_until_the_end() -> None:
     clock = Clock()
     meter = Meter(clock)
