@@ -35,6 +35,12 @@ Channels (reasoning, answer, tool calls; SEMANTICS §8):
 
 Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
 
+Resuming: :func:`checkpoint` -- a pipeline whose state a :class:`Checkpoint` snapshots
+mid-stream (small JSON) and restores into a fresh pipeline, here or in another process.
+
+Measuring: :func:`measure` -- a pipeline's stages timed by a :class:`Meter` as the stream runs
+(time to first token, gaps, tokens in and characters out, how long each stage held text back).
+
 Writing an operator: every operator here is a function that returns ``operator(name, make_sink)``
 (``_sink.py``), whose sink (an ``OperatorSink`` subclass, one per subscription) handles the items;
 the text operators share ``TextSink`` (``_text_sink.py``), which feeds an engine from
@@ -53,11 +59,14 @@ Every public operator documents its timing with a marble diagram, checked by the
 
 from ._channels import Channels, channels
 from ._chat import chat_pipeline
+from ._checkpoint import Checkpoint, SnapshotError, checkpoint
 from ._deltas import deltas
 from ._detokenize import detokenize
 from ._hold_back import hold_back
 from ._max_tokens import max_tokens
+from ._measure import Meter, measure
 from ._messages_events import MessageEvents, messages_events
+from ._meter_figures import MeterReport, OperatorFigures, StageFigures
 from ._pipeline import text_pipeline
 from ._redact import redact
 from ._replace import replace
@@ -71,13 +80,21 @@ from ._tool_calls import tool_calls
 
 __all__ = [
     "Channels",
+    "Checkpoint",
     "MessageEvents",
+    "Meter",
+    "MeterReport",
+    "OperatorFigures",
+    "SnapshotError",
+    "StageFigures",
     "channels",
     "chat_pipeline",
+    "checkpoint",
     "deltas",
     "detokenize",
     "hold_back",
     "max_tokens",
+    "measure",
     "messages_events",
     "redact",
     "replace",

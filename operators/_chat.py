@@ -38,6 +38,7 @@ from ._chat_usage import UsageCounter, reporting_usage
 from ._detokenize import detokenize
 from ._replace import replace
 from ._route import route
+from ._sink import building, done_building, register_state, stage_being_built
 from ._stop import stop
 from ._token_ids import TokenItem
 from ._tool_calls import tool_calls
@@ -94,6 +95,38 @@ class _Spans:
         )
 
 
+class _Trim:
+    """Whether the answer's framing whitespace is being dropped now (one subscription's)."""
+
+    __slots__ = ("content", "spans", "trimming")
+
+    def __init__(self, content: str, spans: _Spans | None) -> None:
+        self.content = content
+        self.spans = spans
+        self.trimming = False
+
+    def step(self, seg: Segment) -> Segment | None:
+        cut = 0
+        if seg.channel != self.content:
+            if seg.event in ("close", "malformed"):
+                self.trimming = True
+        elif self.trimming and seg.event == "chunk":
+            cut = len(seg.text) - len(seg.text.lstrip())
+            if cut < len(seg.text):
+                self.trimming = False
+        if self.spans is not None:
+            seg = self.spans.whole(seg, cut)
+        elif cut:
+            seg = seg._replace(text=seg.text[cut:])
+        if cut and not seg.text:
+            return None
+        return seg
+
+
+def _kept(seg: Segment | None) -> bool:
+    return seg is not None
+
+
 def _trim_after_regions(
     content: str, spans: _Spans | None = None
 ) -> Callable[[reactivex.Observable[Segment]], reactivex.Observable[Segment]]:
@@ -104,34 +137,14 @@ def _trim_after_regions(
 
     With ``spans`` (aligned input, recorded as it went into the router), each text segment keeps
     only the tokens whose text it holds whole (see :meth:`_Spans.whole`)."""
+    joins = stage_being_built()  # a checkpoint's snapshot holds each subscription's _Trim
 
     def apply(source: reactivex.Observable[Segment]) -> reactivex.Observable[Segment]:
         def per_subscription(_scheduler: Any) -> reactivex.Observable[Segment]:
-            trimming = False
-
-            def step(seg: Segment) -> Segment | None:
-                nonlocal trimming
-                cut = 0
-                if seg.channel != content:
-                    if seg.event in ("close", "malformed"):
-                        trimming = True
-                elif trimming and seg.event == "chunk":
-                    cut = len(seg.text) - len(seg.text.lstrip())
-                    if cut < len(seg.text):
-                        trimming = False
-                if spans is not None:
-                    seg = spans.whole(seg, cut)
-                elif cut:
-                    seg = seg._replace(text=seg.text[cut:])
-                if cut and not seg.text:
-                    return None
-                return seg
-
-            def kept(seg: Segment | None) -> bool:
-                return seg is not None
-
-            mapped: reactivex.Observable[Segment | None] = source.pipe(ops.map(step))
-            trimmed: reactivex.Observable[Segment] = mapped.pipe(ops.filter(kept))  # type: ignore[arg-type]
+            trim = _Trim(content, spans)
+            register_state(trim, per_subscription, joins)
+            mapped: reactivex.Observable[Segment | None] = source.pipe(ops.map(trim.step))
+            trimmed: reactivex.Observable[Segment] = mapped.pipe(ops.filter(_kept))  # type: ignore[arg-type]
             return trimmed
 
         return reactivex.defer(per_subscription)
@@ -150,10 +163,18 @@ def _routed(
     """``text`` routed by ``spec``, the answer's framing whitespace dropped (aligned: each text
     segment with the tokens it holds whole; with ``counter``, each segment's ids counted)."""
 
+    joins = stage_being_built()  # the route and the spans of each subscription join this stage
+
     def per_subscription(_scheduler: Any) -> reactivex.Observable[Segment]:
-        spans = _Spans(counter) if aligned else None
-        source = text.pipe(ops.map(spans.record)) if spans is not None else text
-        return source.pipe(route(spec, prompt=prompt), _trim_after_regions(content, spans))
+        token = building(joins)
+        try:
+            spans = _Spans(counter) if aligned else None
+            if spans is not None:
+                register_state(spans, per_subscription, joins)
+            source = text.pipe(ops.map(spans.record)) if spans is not None else text
+            return source.pipe(route(spec, prompt=prompt), _trim_after_regions(content, spans))
+        finally:
+            done_building(token)
 
     return reactivex.defer(per_subscription)
 

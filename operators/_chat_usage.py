@@ -14,6 +14,7 @@ from rxstream._piece import Piece
 from rxstream.channels import Segment
 from rxstream.chat import BUCKETS, Bucket, TokenUsage
 
+from ._sink import building, done_building, register_state, stage_being_built
 from ._token_ids import as_id_tuple
 
 __all__ = ["UsageCounter", "reporting_usage"]
@@ -77,10 +78,13 @@ def reporting_usage(
     ``on_completed`` or ``on_error`` is passed on (a consumer that sees the end sees the report),
     or when the subscription is disposed. A failing ``report`` goes to ``on_error``."""
 
+    joins = stage_being_built()
+
     def subscribe(
         observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
     ) -> abc.DisposableBase:
         counts = counter()
+        register_state(counts, counter, joins)  # a checkpoint's snapshot holds the counts
         reported = False
 
         def send() -> Exception | None:
@@ -114,7 +118,12 @@ def reporting_usage(
             send()
 
         disposable = Disposable(dispose)
-        subscription.disposable = build(counts).subscribe(
+        token = building(joins)  # the pipeline built per subscription joins the stage being built
+        try:
+            built = build(counts)
+        finally:
+            done_building(token)
+        subscription.disposable = built.subscribe(
             observer.on_next, on_error, on_completed, scheduler=scheduler
         )
         return disposable

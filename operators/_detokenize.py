@@ -12,7 +12,7 @@ from rxstream._finish import Finish, FinishReason
 from rxstream._piece import Piece, TopLogprobs
 from rxstream.detok import StreamDetokenizer, as_token_ids
 
-from ._sink import OperatorSink, operator
+from ._sink import OperatorSink, attribute_probe, operator
 from ._token_ids import TokenItem
 
 __all__ = ["detokenize"]
@@ -176,6 +176,12 @@ class _TextSink(OperatorSink[TokenItem, str]):
     def on_next(self, value: TokenItem) -> None:
         self._guarded_next(value)
 
+    def holding(self) -> bool:
+        return self.det.holding
+
+    def holding_probe(self) -> Callable[[], bool]:
+        return attribute_probe(self.det.engine, "holding")
+
     def on_completed(self) -> None:
         text = self.det.finish()
         if text:
@@ -230,6 +236,9 @@ class _AlignedSink(OperatorSink[TokenItem, Piece]):
                     break
         self.pending = ()
         self.pending_at = 0
+
+    def holding(self) -> bool:
+        return bool(self.held)
 
     def take_held(self) -> tuple[int, ...]:
         """The ids held for incomplete text, then those of the current item not pushed yet."""

@@ -136,17 +136,27 @@ def _replacer(compiled: RegexReplaceRules, specs: list[tuple[Any, str, bool]]) -
     return RegexReplacer(compiled, replacements=[_one(rep, luhn) for _, rep, luhn in specs])
 
 
-def _one(rep: str, luhn: bool) -> Callable[[Any], str]:
-    keys: dict[str, int] = {}
-    keyed = "{n}" in rep
+class _One:
+    """One rule's replacement for one subscription: the same value gets the same number (its
+    numbers are the subscription's state, so a checkpoint keeps them)."""
 
-    def replace(match: Any) -> str:
+    __slots__ = ("keyed", "keys", "luhn", "rep")
+
+    def __init__(self, rep: str, luhn: bool) -> None:
+        self.rep = rep
+        self.luhn = luhn
+        self.keyed = "{n}" in rep
+        self.keys: dict[str, int] = {}
+
+    def __call__(self, match: Any) -> str:
         value = str(match.group())
-        if luhn and not luhn_ok(value):
+        if self.luhn and not luhn_ok(value):
             return value
-        if not keyed:
-            return rep
-        n = keys.setdefault(value, len(keys) + 1)
-        return rep.replace("{n}", str(n))
+        if not self.keyed:
+            return self.rep
+        n = self.keys.setdefault(value, len(self.keys) + 1)
+        return self.rep.replace("{n}", str(n))
 
-    return replace
+
+def _one(rep: str, luhn: bool) -> Callable[[Any], str]:
+    return _One(rep, luhn)

@@ -55,6 +55,9 @@ class _RouteSink(OperatorSink[Any, Segment]):
         self.router: Router | None = None
         self.kind: type = str
 
+    def holding(self) -> bool:
+        return self.router is not None and bool(self.router.held)
+
     def run(self, source: Observable[Any], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
         self.subscribe_to(source, self._next, scheduler)
         return Disposable(self.dispose)

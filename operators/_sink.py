@@ -19,9 +19,10 @@ either emitted or reported dropped.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from reactivex import Observable, abc
@@ -30,7 +31,19 @@ from reactivex.disposable import Disposable, SingleAssignmentDisposable
 from rxstream._describe import describe
 from rxstream._finish import Finish, FinishReason
 
-__all__ = ["OperatorSink", "describe", "operator"]
+__all__ = [
+    "OperatorSink",
+    "StageSink",
+    "attribute_probe",
+    "building",
+    "collecting",
+    "describe",
+    "done_building",
+    "done_collecting",
+    "operator",
+    "register_state",
+    "stage_being_built",
+]
 
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
@@ -38,8 +51,19 @@ _Out = TypeVar("_Out")
 _Stage: TypeAlias = "OperatorSink[Any, Any]"
 """A linked stage of a chain, whatever its item types."""
 
+StageSink: TypeAlias = _Stage
+"""A sink of any operator, whatever its item types (what :func:`collecting` gathers)."""
+
 _subscribing: ContextVar[_Stage | None] = ContextVar("_subscribing", default=None)
 """The sink whose ``run`` is subscribing to its source on this thread (None outside)."""
+
+_collecting: ContextVar[list[_Stage] | None] = ContextVar("_collecting", default=None)
+"""While a :func:`~._measure.measure` tap subscribes to its stage: the list every sink created
+on this thread joins (the stage's own sinks; each tap sets its own list, so they do not mix)."""
+
+_building: ContextVar[list[_Stage] | None] = ContextVar("_building", default=None)
+"""While ``measure`` or ``checkpoint`` builds a stage (calls ``stage(source)``): the list the sinks
+of the operators built then join, whenever they are made."""
 
 _ENDS_HERE = (FinishReason.STOP, FinishReason.LENGTH)
 
@@ -51,13 +75,15 @@ class OperatorSink(ABC, Generic[_In, _Out]):
     :meth:`end` (complete with a reason and dispose upstream) and :meth:`fail`.
     """
 
-    __slots__ = ("_on_finish", "above", "below", "done", "name", "observer", "upstream")
+    __slots__ = ("_on_finish", "above", "below", "done", "factory", "name", "observer", "upstream")
 
     def __init__(
         self, name: str, observer: abc.ObserverBase[_Out], on_finish: Callable[[Finish], None] | None = None
     ) -> None:
         self.name = name
         self.observer = observer
+        self.factory: Callable[..., Any] | None = None
+        """What made this sink (its closure is the operator's configuration; a snapshot refers to it)."""
         self.done = False
         self.upstream = SingleAssignmentDisposable()
         self._on_finish = on_finish
@@ -94,6 +120,16 @@ class OperatorSink(ABC, Generic[_In, _Out]):
             )
         finally:
             _subscribing.reset(token)
+
+    def holding(self) -> bool:
+        """Whether this stage holds input it has not emitted yet (default: never; the text
+        operators, ``detokenize`` and ``route`` say). :func:`~._measure.measure` times it."""
+        return False
+
+    def holding_probe(self) -> Callable[[], bool]:
+        """A function that answers :meth:`holding` in as few calls as it can (the meter asks it
+        after every item; default: :meth:`holding` itself)."""
+        return self.holding
 
     # -- held token ids ----------------------------------------------------------------------
     def take_held(self) -> tuple[int, ...]:
@@ -214,16 +250,72 @@ class OperatorSink(ABC, Generic[_In, _Out]):
 def operator(
     name: str, make_sink: Callable[[abc.ObserverBase[_Out]], OperatorSink[_In, _Out]]
 ) -> Callable[[Observable[_In]], Observable[_Out]]:
-    """Build an operator function whose subscriptions are handled by ``make_sink(observer)``."""
+    """Build an operator function whose subscriptions are handled by ``make_sink(observer)``.
+
+    Each sink joins a list of its stage (what ``measure`` and ``checkpoint`` watch): the list
+    of the stage being built when this operator is (:func:`building`: an operator a composite
+    builds per subscription, whose parts may be subscribed later, on a trampoline), else the
+    list of the stage being subscribed when the sink is made (:func:`collecting`)."""
+    joins = _building.get()
 
     def _operator(source: Observable[_In]) -> Observable[_Out]:
         def subscribe(
             observer: abc.ObserverBase[_Out], scheduler: abc.SchedulerBase | None = None
         ) -> abc.DisposableBase:
-            return make_sink(observer).run(source, scheduler)
+            sink = make_sink(observer)
+            sink.factory = make_sink
+            stage = joins if joins is not None else _collecting.get()
+            if stage is not None:
+                stage.append(sink)
+            return sink.run(source, scheduler)
 
         return Observable(subscribe)
 
     _operator.__name__ = name
     _operator.__qualname__ = name
     return _operator
+
+
+def collecting(sinks: list[_Stage] | None) -> Token[list[_Stage] | None]:
+    """Make the sinks created on this thread join ``sinks`` (None: none) until the returned token
+    is given to :func:`done_collecting`."""
+    return _collecting.set(sinks)
+
+
+def done_collecting(token: Token[list[_Stage] | None]) -> None:
+    """End what :func:`collecting` began."""
+    _collecting.reset(token)
+
+
+def attribute_probe(obj: object, name: str) -> Callable[[], bool]:
+    """A probe that reads ``obj.<name>`` as a bool: the property's getter bound to ``obj`` (one
+    call), or an attribute read."""
+    attr = getattr(type(obj), name, None)
+    if isinstance(attr, property) and attr.fget is not None:
+        return functools.partial(attr.fget, obj)
+    return lambda: bool(getattr(obj, name))
+
+
+def register_state(obj: object, factory: Callable[..., Any], joins: list[_Stage] | None = None) -> None:
+    """Let a :func:`~._checkpoint.checkpoint` snapshot ``obj``, state a subscription keeps outside
+    its sinks (``factory``: what made it; its closure is configuration). ``joins``: the stage's
+    list :func:`stage_being_built` gave when the operator was built (else the list of the stage
+    being subscribed)."""
+    collect = joins if joins is not None else _collecting.get()
+    if collect is not None:
+        collect.append((obj, factory))  # type: ignore[arg-type]
+
+
+def building(sinks: list[_Stage] | None) -> Token[list[_Stage] | None]:
+    """Make the operators built on this thread join ``sinks`` with every sink they make (until
+    the token goes to :func:`done_building`)."""
+    return _building.set(sinks)
+
+
+def done_building(token: Token[list[_Stage] | None]) -> None:
+    _building.reset(token)
+
+
+def stage_being_built() -> list[_Stage] | None:
+    """The list of the stage being built now (see :func:`building`), or None."""
+    return _building.get()

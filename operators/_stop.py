@@ -17,7 +17,7 @@ from rxstream.text import (
     stop_rules_any,
 )
 
-from ._sink import OperatorSink, describe, operator
+from ._sink import OperatorSink, attribute_probe, describe, operator
 from ._text_sink import TextItem, TextSink
 from ._types import TextT
 
@@ -113,6 +113,9 @@ class _StopSink(TextSink[TextItem]):
 
     def holding(self) -> bool:
         return self.matcher.holding
+
+    def holding_probe(self) -> Callable[[], bool]:
+        return attribute_probe(self.matcher, "holding")
 
     checks_end = True
 

@@ -380,12 +380,13 @@ class OpenAIBackend:
     ) -> reactivex.Observable[Any]:
         # ``root``: a path beside the API's base (``.../v1``), at the server's root
         url = (self.base_url.removesuffix("/v1") if root else self.base_url) + path
+        streams = self.base_url + "/streams/"
         client = self._client
         loop = scheduler_loop(scheduler)
 
         def subscribe(observer: abc.ObserverBase[Any], _sched: abc.SchedulerBase | None = None) -> Disposable:
             reader = make_reader()
-            request = StreamRequest(client, url, body, reader, observer, on_finish, on_usage)
+            request = StreamRequest(client, url, body, reader, observer, on_finish, on_usage, streams)
             if loop is not None:
                 request.start_on(loop, lambda: self._on_loop(request, loop, ready))
             elif scheduler is not None:

@@ -16,6 +16,7 @@ from reactivex import abc
 
 from rxstream import Finish, FinishCallback, FinishOnce, FinishReason
 
+from ._cancel import cancel_url, post_cancel, post_cancel_async, post_cancel_wire
 from ._errors import OpenAIBackendError, RemoteError, error_line, one_line
 from ._events import SseDecoder, sse_data
 from ._outputs import Outputs, RemoteUsage
@@ -86,9 +87,12 @@ class StreamRequest:
         observer: abc.ObserverBase[Any],
         on_finish: FinishCallback | None,
         on_usage: Callable[[RemoteUsage], None] | None = None,
+        streams: str | None = None,
     ) -> None:
         self.client = client
         self.url = url
+        self.streams = streams  # an rxstream server's ``.../streams/`` (to cancel a stream left early)
+        self.cancel_url: str | None = None
         self.body = body
         self.reader = reader
         self.outputs = reader.outputs
@@ -112,6 +116,8 @@ class StreamRequest:
         elif cancelled and sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+            if self.cancel_url is not None:  # the server keeps a stream for its client to resume
+                post_cancel(self.client, self.cancel_url)
 
     def start_on(self, loop: asyncio.AbstractEventLoop, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``run()`` (:meth:`arun` or :meth:`arun_wire`, bound) as a task on ``loop``, from
@@ -175,7 +181,10 @@ class StreamRequest:
                 if stream is not None:
                     with contextlib.suppress(Exception):
                         sock = stream.get_extra_info("socket")
+                self.cancel_url = cancel_url(self.streams, response.headers)
                 if self._set_socket(sock):
+                    if self.cancel_url is not None:
+                        post_cancel(self.client, self.cancel_url)
                     return
                 if response.status_code >= 400:
                     self._refused(response.status_code, response.read())
@@ -195,8 +204,9 @@ class StreamRequest:
             return
         try:
             async with client.stream("POST", self.url, json=self.body) as response:
+                self.cancel_url = cancel_url(self.streams, response.headers)
                 if self._disposed:
-                    return
+                    raise asyncio.CancelledError
                 if response.status_code >= 400:
                     self._refused(response.status_code, await response.aread())
                 decoder = SseDecoder()
@@ -217,8 +227,10 @@ class StreamRequest:
                             break
         except _Failed:
             return
-        except asyncio.CancelledError:
-            return  # disposed: the task is the request's own, nobody awaits it
+        except asyncio.CancelledError:  # disposed: the task is the request's own, nobody awaits it
+            if self.cancel_url is not None:
+                post_cancel_async(client, self.cancel_url)
+            return
         except Exception as exc:
             self._broke(exc)
             return
@@ -245,7 +257,8 @@ class StreamRequest:
                 if disposed:
                     return
                 try:
-                    status, _ = await conn.send(request)
+                    status, headers = await conn.send(request)
+                    self.cancel_url = cancel_url(self.streams, headers)
                     break
                 except WireError:
                     if attempt or not conn.reused or conn.received:
@@ -280,8 +293,10 @@ class StreamRequest:
             clean = done is not None or self.reader.ended
         except _Failed:
             return
-        except asyncio.CancelledError:
-            return  # disposed: the task is the request's own, nobody awaits it
+        except asyncio.CancelledError:  # disposed: the task is the request's own, nobody awaits it
+            if self.cancel_url is not None:
+                post_cancel_wire(pool, self.cancel_url)
+            return
         except WireError as exc:
             if not self._disposed:
                 self._fail(f"OpenAIBackend: POST {self.url} failed: {exc}")

@@ -41,6 +41,11 @@ class ReplacingEngine:
             text = r.feed(text)
         return text
 
+    @property
+    def holding(self) -> bool:
+        """Whether bytes wait for their character, or text for a replacement's decision."""
+        return self._inner.holding or any(r.held for r in self._replacers)
+
     def push_one(self, i: int) -> str:
         return self._through(self._inner.push_one(i))
 

@@ -107,6 +107,11 @@ class WindowEngine:
                 return back, cand
         return start, text
 
+    @property
+    def holding(self) -> bool:
+        """Whether ids wait for their text to settle."""
+        return bool(self._pend)
+
     def push_one(self, i: int) -> str:
         """Text completed by one id."""
         if not (0 <= i < self._n):

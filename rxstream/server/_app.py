@@ -13,13 +13,16 @@ from starlette.routing import Route
 
 from .._generative_model import GenerativeModel
 from ..chat import check_reasoning_format, resolve_reasoning_format
+from ._errors import RequestError
 from ._generation import batches
 from ._handlers import Handlers
 from ._hosts import HostGuard, parse_allowed_hosts
 from ._limits import ServerLimits
-from ._messages_api import MessagesApi
+from ._messages_api import MessagesApi, anthropic_error
 from ._metrics import ServerMetrics
+from ._replay import ReplayHub
 from ._responses_api import ResponsesApi
+from ._resumable import cancel_handler, follow_handler
 from ._state import ServerState, context_length
 from ._stats import ServerStats
 from ._text_mode import text_mode
@@ -96,19 +99,9 @@ def create_app(
     state.batching = can_batch if batching is None else batching
     state.reasoning_format = fmt
     state.metrics = ServerMetrics(model_name, state.live)
+    state.replay = ReplayHub(limits.resume_grace, limits.resume_buffer_bytes, limits.resume_total_bytes)
     handlers = Handlers(state)
-    routes = [
-        Route("/", handlers.index, methods=["GET"]),
-        Route("/favicon.ico", handlers.favicon, methods=["GET"]),
-        Route("/favicon.svg", handlers.favicon, methods=["GET"]),
-        Route("/health", handlers.health, methods=["GET"]),
-        Route("/metrics", handlers.metrics, methods=["GET"]),
-        Route("/v1/models", handlers.models, methods=["GET"]),
-        Route("/v1/completions", handlers.completions, methods=["POST"]),
-        Route("/v1/chat/completions", handlers.chat_completions, methods=["POST"]),
-        Route("/v1/responses", ResponsesApi(state).create, methods=["POST"]),
-        Route("/v1/messages", MessagesApi(state).create, methods=["POST"]),
-    ]
+    routes = _routes(state, handlers)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -126,9 +119,34 @@ def create_app(
     )
     app.state.stats = state.stats
     app.state.metrics = state.metrics
+    app.state.replay = state.replay
     app.state.begin_shutdown = state.begin_shutdown
     app.state.limits = limits
     app.state.model = model
     app.state.batching = state.batching
     app.state.reasoning_format = fmt
     return app
+
+
+def _routes(state: ServerState, handlers: Handlers) -> list[Route]:
+    """The endpoints: the page, health and metrics, the four APIs (a POST starts a generation, a
+    GET with ``Last-Event-ID`` follows one), and cancelling a stream."""
+    openai_follow = follow_handler(state, RequestError.response)
+    responses, messages = ResponsesApi(state), MessagesApi(state)
+    return [
+        Route("/", handlers.index, methods=["GET"]),
+        Route("/favicon.ico", handlers.favicon, methods=["GET"]),
+        Route("/favicon.svg", handlers.favicon, methods=["GET"]),
+        Route("/health", handlers.health, methods=["GET"]),
+        Route("/metrics", handlers.metrics, methods=["GET"]),
+        Route("/v1/models", handlers.models, methods=["GET"]),
+        Route("/v1/completions", handlers.completions, methods=["POST"]),
+        Route("/v1/chat/completions", handlers.chat_completions, methods=["POST"]),
+        Route("/v1/responses", responses.create, methods=["POST"]),
+        Route("/v1/messages", messages.create, methods=["POST"]),
+        Route("/v1/completions", openai_follow, methods=["GET"]),
+        Route("/v1/chat/completions", openai_follow, methods=["GET"]),
+        Route("/v1/responses", openai_follow, methods=["GET"]),
+        Route("/v1/messages", follow_handler(state, anthropic_error), methods=["GET"]),
+        Route("/v1/streams/{sid}/cancel", cancel_handler(state), methods=["POST"]),
+    ]

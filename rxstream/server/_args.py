@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -115,7 +116,34 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds a stream may stay silent before a ': keep-alive' comment is sent "
         f"(default {defaults.keepalive_interval:g})",
     )
+    _add_resume_arguments(parser, defaults)
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+
+
+def _add_resume_arguments(parser: argparse.ArgumentParser, defaults: ServerLimits) -> None:
+    """The options of resumable streams: the grace period and the replay buffers."""
+    parser.add_argument(
+        "--resume-grace",
+        type=float,
+        default=defaults.resume_grace,
+        metavar="SECONDS",
+        help="seconds a streamed generation goes on after its client left, so that the client can "
+        f"resume it with Last-Event-ID (0: cancel at once; default {defaults.resume_grace:g})",
+    )
+    parser.add_argument(
+        "--resume-buffer-mb",
+        type=float,
+        default=defaults.resume_buffer_bytes / 2**20,
+        metavar="MB",
+        help="replay buffer per stream, in MiB (default %(default)g)",
+    )
+    parser.add_argument(
+        "--resume-total-mb",
+        type=float,
+        default=defaults.resume_total_bytes / 2**20,
+        metavar="MB",
+        help="all replay buffers together, in MiB (default %(default)g)",
+    )
 
 
 _OPTIONS = {
@@ -127,6 +155,9 @@ _OPTIONS = {
     "idle_timeout": "--idle-timeout",
     "send_timeout": "--send-timeout",
     "keepalive_interval": "--keepalive-interval",
+    "resume_grace": "--resume-grace",
+    "resume_buffer_bytes": "--resume-buffer-mb",
+    "resume_total_bytes": "--resume-total-mb",
     "default_max_tokens": "--max-tokens",
 }
 """ServerLimits fields -> the options that set them."""
@@ -140,6 +171,13 @@ def serve_from_args(args: argparse.Namespace) -> int:
         print(f"rxstream serve: {exc}", file=sys.stderr)
         return 2
     budget = sampling.pop("max_new_tokens", None)  # the budget of a request that gives none
+    for option, mb in (
+        ("--resume-buffer-mb", args.resume_buffer_mb),
+        ("--resume-total-mb", args.resume_total_mb),
+    ):
+        if not math.isfinite(mb) or mb * 2**20 < 1:
+            print(f"rxstream serve: {option} must be a positive number of MiB, got {mb:g}", file=sys.stderr)
+            return 2
     try:
         limits = ServerLimits(
             max_concurrency=args.max_concurrency,
@@ -150,6 +188,9 @@ def serve_from_args(args: argparse.Namespace) -> int:
             idle_timeout=args.idle_timeout,
             send_timeout=args.send_timeout,
             keepalive_interval=args.keepalive_interval,
+            resume_grace=args.resume_grace,
+            resume_buffer_bytes=int(args.resume_buffer_mb * 2**20),
+            resume_total_bytes=int(args.resume_total_mb * 2**20),
             **({} if budget is None else {"default_max_tokens": budget}),
         )
     except ServerLimitsError as exc:

@@ -12,6 +12,8 @@ from reactivex import abc
 from reactivex import operators as ops
 from reactivex.scheduler.eventloop import AsyncIOThreadSafeScheduler
 
+from rxstream.operators import Meter
+
 from .._finish import Finish, FinishOnce, FinishReason, FinishRecorder
 from .._generative_model import GenerativeModel
 from .._piece import Piece
@@ -85,6 +87,7 @@ def build_text_stream(
     choice: int = 0,
     ready: Callable[[], bool] | None = None,
     lane: Lane | None = None,
+    meter: Meter | None = None,
 ) -> reactivex.Observable[Any]:
     """The text of one request: the model's ids through :func:`~rxstream.operators.text_pipeline`
     (``detokenize -> stop -> replace``, the order ``rxstream chat`` uses too).
@@ -103,7 +106,8 @@ def build_text_stream(
     generation among the request's ``n`` (it samples with ``seed + choice``). ``ready`` (only for a
     model that batches, see :func:`batches`) pauses the generation while it returns False.
     ``lane``: the pipeline runs in this :class:`~._lanes.Lane` instead of on the model's thread
-    (a batch's worker thread must not wait for one request's text work).
+    (a batch's worker thread must not wait for one request's text work). ``meter``: the pipeline
+    runs inside :func:`rxstream.operators.measure` with it (how long each operator held text).
     """
     from rxstream.operators import text_pipeline
 
@@ -127,6 +131,10 @@ def build_text_stream(
         aligned=request.logprobs is not None,
         on_finish=on_finish,
     )
+    if meter is not None:
+        from rxstream.operators import measure
+
+        pipeline = measure(meter, pipeline, names=["text_pipeline"])
     text: reactivex.Observable[Any] = ids.pipe(pipeline)
     return text
 
@@ -145,6 +153,7 @@ def build_chat_stream(
     ready: Callable[[], bool] | None = None,
     lane: Lane | None = None,
     usage: Callable[[TokenUsage], None] | None = None,
+    meter: Meter | None = None,
 ) -> reactivex.Observable[Any]:
     """A chat request's items routed by ``plan`` (:func:`rxstream.operators.chat_pipeline`): answer
     and reasoning :class:`~rxstream.chat.TextDelta` items and tool-call events; the request's ``stop``
@@ -163,19 +172,20 @@ def build_chat_stream(
         ready=ready,
         lane=lane,
     )
-    from rxstream.operators import chat_pipeline
+    from rxstream.operators import chat_pipeline, measure
 
-    return ids.pipe(
-        chat_pipeline(
-            model.tokenizer,
-            plan,
-            prompt_ids=prompt_ids,
-            stop=request.stop,
-            replace=request.replace,
-            on_finish=on_finish,
-            usage=usage,
-        )
+    pipeline = chat_pipeline(
+        model.tokenizer,
+        plan,
+        prompt_ids=prompt_ids,
+        stop=request.stop,
+        replace=request.replace,
+        on_finish=on_finish,
+        usage=usage,
     )
+    if meter is not None:
+        pipeline = measure(meter, pipeline, names=["chat_pipeline"])
+    return ids.pipe(pipeline)
 
 
 _QUEUED_DELTAS = 64
@@ -271,6 +281,8 @@ class Generation:
         """A text-mode generation's token count (the engine's, or the local tokenizer's)."""
         """The ids no chunk has carried yet, when the request asks for them (``return_token_ids``)."""
         self._count_end = FinishOnce(self._ended)
+        self.meter = Meter() if state.metrics is not None else None
+        """Times the pipeline's operators (what ``/metrics`` reports of held-back text)."""
 
     def _ended(self, finish: Finish) -> None:
         self.state.stats.generation_ended(finish.reason, self.tokens)
@@ -278,6 +290,8 @@ class Generation:
         if metrics is not None:
             seconds = time.perf_counter() - self.arrival
             metrics.ended(finish.reason, len(self.prompt_ids), self.tokens, seconds)
+            if self.meter is not None and self.text_count is None:
+                metrics.held(self.meter.report())
 
     def _on_token(self, item: Any) -> None:
         self.tokens += len(item.ids) if isinstance(item, Piece) else 1
@@ -335,6 +349,7 @@ class Generation:
             "choice": self.choice,
             "ready": backlog.ready if backlog is not None else None,
             "lane": lane,
+            "meter": self.meter,
         }
         if self.routed:
             return build_chat_stream(

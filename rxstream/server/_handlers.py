@@ -22,7 +22,8 @@ from ._prompt import fit_budget, prompt_ids
 from ._request_sampling import reported_defaults
 from ._requests import GenerationRequest, validate_request
 from ._responses import collect, completion_body, stream_events
-from ._sse import EventStreamResponse, until_disconnect
+from ._resumable import last_event_id, openai_ending, resume, streamed
+from ._sse import until_disconnect
 from ._state import ServerState
 from ._token_ids import TokenIdNames
 
@@ -81,6 +82,9 @@ class Handlers:
     async def _generate(self, request: Request, chat: bool) -> Response:
         arrival = time.perf_counter()
         state = self.state
+        cursor = last_event_id(request)
+        if cursor is not None:  # a client coming back (or another following): no new generation
+            return resume(state, request, cursor, RequestError.response)
         limits, stats = state.limits, state.stats
         try:
             body = await read_json(request, limits)
@@ -110,7 +114,7 @@ class Handlers:
             events = stream_events(
                 gens, rid, created, state.model_name, names=names, keepalive=limits.keepalive_interval
             )
-            return EventStreamResponse(events)
+            return streamed(state, request, rid, events, openai_ending)
         disconnected, result = await until_disconnect(request.receive, collect(gens, names))
         if disconnected:
             return Response(status_code=499)

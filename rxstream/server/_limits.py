@@ -61,6 +61,11 @@ class ServerLimits:
         keepalive_interval: seconds a stream may stay silent (its request waiting for a
             generation slot, the prompt being read, a slow token) before a ``: keep-alive``
             comment is sent, so that proxies do not close an idle stream.
+        resume_grace: seconds a streamed generation goes on after its last client left, so that
+            a client may come back with ``Last-Event-ID`` (0: cancel at once); a finished stream
+            stays resumable as long.
+        resume_buffer_bytes: the replay buffer of one stream (its events, in bytes).
+        resume_total_bytes: all replay buffers together.
     """
 
     max_body_bytes: int = 1_000_000
@@ -90,11 +95,22 @@ class ServerLimits:
     idle_timeout: float = 5.0
     send_timeout: float = 60.0
     keepalive_interval: float = 15.0
+    resume_grace: float = 5.0
+    resume_buffer_bytes: int = 2 << 20
+    resume_total_bytes: int = 256 << 20
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            if name.endswith(("_timeout", "_interval", "_seconds")):
+            if name == "resume_grace":
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, int | float)
+                    or not math.isfinite(value)
+                    or value < 0
+                ):
+                    raise ServerLimitsError(name, f"must be 0 or a positive number of seconds, got {value!r}")
+            elif name.endswith(("_timeout", "_interval", "_seconds")):
                 if (
                     isinstance(value, bool)
                     or not isinstance(value, int | float)

@@ -23,10 +23,11 @@ from ._errors import RequestError, generation_error
 from ._generation import Generation
 from ._messages_api_request import parse_messages_request
 from ._prompt import fit_budget, prompt_ids
-from ._sse import EventStreamResponse, named_sse, until_disconnect
+from ._resumable import anthropic_ending, last_event_id, resume, streamed
+from ._sse import named_sse, until_disconnect
 from ._state import ServerState
 
-__all__ = ["MessagesApi", "error_body"]
+__all__ = ["MessagesApi", "anthropic_error", "error_body"]
 
 _ERROR_TYPES = {
     401: "authentication_error",
@@ -46,8 +47,12 @@ def error_body(err: RequestError) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": err.message}}
 
 
-def _error(err: RequestError) -> JSONResponse:
+def anthropic_error(err: RequestError) -> Response:
+    """An error response in the Messages API's shape."""
     return JSONResponse(error_body(err), status_code=err.status)
+
+
+_error = anthropic_error
 
 
 _event = named_sse
@@ -110,6 +115,9 @@ class MessagesApi:
         """A Messages request: the final message, or with ``stream: true`` its events. The SDK's
         ``x-api-key`` and ``anthropic-version`` headers are accepted (this server checks no key)."""
         state = self.state
+        cursor = last_event_id(request)
+        if cursor is not None:  # a client coming back (or another following): no new generation
+            return resume(state, request, cursor, _error)
         limits, stats = state.limits, state.stats
         try:
             body = await read_json(request, limits)
@@ -132,7 +140,9 @@ class MessagesApi:
         message_id = "msg_" + uuid.uuid4().hex[:24]
         engine = MessageEvents(message_id, state.model_name, input_tokens=len(ids), thinking=parsed.thinking)
         if req.stream:
-            return EventStreamResponse(_stream(gen, engine, limits.keepalive_interval))
+            return streamed(
+                state, request, message_id, _stream(gen, engine, limits.keepalive_interval), anthropic_ending
+            )
         disconnected, result = await until_disconnect(request.receive, _collect(gen, engine))
         if disconnected:
             return Response(status_code=499)

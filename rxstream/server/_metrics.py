@@ -16,8 +16,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from rxstream.operators import MeterReport
 
 from .._finish import FinishReason
 
@@ -27,6 +29,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 _GAP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+_HELD_BUCKETS = (0.0, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _E2E_BUCKETS = (0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
 
 
@@ -92,6 +95,41 @@ class _Live(Collector):
                 flight.add_metric([replica["url"]], replica.get("in_flight", 0))
             yield healthy
             yield flight
+        replay = live.get("replay")
+        if replay:
+            yield from _replay_families(replay, label)
+
+
+def _replay_families(replay: dict[str, int], label: list[str]) -> Iterator[Any]:
+    """The resumable streams' figures (SEMANTICS §13), read from the hub at scrape time."""
+    for name, doc, key in (
+        (
+            "rxstream:resumable_streams",
+            "Streams kept for resuming (running, or in their grace period).",
+            "streams",
+        ),
+        ("rxstream:stream_followers", "Clients reading a stream now.", "readers"),
+        ("rxstream:replay_buffer_bytes", "Bytes of events held in the replay buffers.", "buffered_bytes"),
+    ):
+        gauge = GaugeMetricFamily(name, doc, labels=["model_name"])
+        gauge.add_metric(label, replay[key])
+        yield gauge
+    for name, doc, key in (
+        ("rxstream:stream_resumes", "Requests that resumed or followed a stream (Last-Event-ID).", "resumes"),
+        (
+            "rxstream:stream_resumes_refused",
+            "Resumes refused: unknown stream, cursor out of the buffer.",
+            "refused",
+        ),
+        (
+            "rxstream:streams_abandoned",
+            "Generations cancelled when the grace period after their last client ended.",
+            "abandoned",
+        ),
+    ):
+        counter = CounterMetricFamily(name, doc, labels=["model_name"])
+        counter.add_metric(label, replay[key])
+        yield counter
 
 
 class ServerMetrics:
@@ -147,6 +185,21 @@ class ServerMetrics:
             ["model_name", "finish_reason"],
             registry=reg,
         )
+        self._held = Histogram(
+            "rxstream:operator_held_seconds",
+            "How long an operator of a generation's pipeline held text back in all (a stop string's "
+            "possible start, a replacement's pending match, an incomplete character, a possible "
+            "delimiter), per generation; the operator is the label.",
+            ["model_name", "operator"],
+            buckets=_HELD_BUCKETS,
+            registry=reg,
+        )
+        self._holds = Counter(
+            "rxstream:operator_holds",
+            "Times an operator of a pipeline began holding text back.",
+            ["model_name", "operator"],
+            registry=reg,
+        )
         reg.register(_Live(model_name, read))
 
     def ended(self, reason: FinishReason, prompt_tokens: int, tokens: int, seconds: float) -> None:
@@ -156,6 +209,19 @@ class ServerMetrics:
         self.prompt_tokens.inc(prompt_tokens)
         self.generation_tokens.inc(tokens)
         self.e2e.observe(seconds)
+
+    def held(self, report: MeterReport) -> None:
+        """One generation's pipeline figures (from its :class:`~rxstream.operators.Meter`): each
+        operator's held time, operators of the same name added up."""
+        held: dict[str, float] = {}
+        holds: dict[str, int] = {}
+        for op in report.operators:
+            held[op.name] = held.get(op.name, 0.0) + op.held
+            holds[op.name] = holds.get(op.name, 0) + op.holds
+        for name, seconds in held.items():
+            self._held.labels(self.model_name, name).observe(seconds)
+            if holds[name]:
+                self._holds.labels(self.model_name, name).inc(holds[name])
 
     def exposition(self) -> bytes:
         """The figures now, in Prometheus' text format."""

@@ -28,7 +28,8 @@ from ._prompt import fit_budget, prompt_ids
 from ._requests import validate_request
 from ._response_shapes import KEEPALIVE
 from ._responses_api_request import ResponsesRequest, chat_body, output_messages
-from ._sse import EventStreamResponse, named_sse, until_disconnect
+from ._resumable import last_event_id, responses_ending, resume, streamed
+from ._sse import named_sse, until_disconnect
 from ._state import ServerState
 
 __all__ = ["ResponsesApi"]
@@ -140,6 +141,9 @@ class ResponsesApi:
 
     async def create(self, request: Request) -> Response:
         state = self.state
+        cursor = last_event_id(request)
+        if cursor is not None:  # a client coming back (or another following): no new generation
+            return resume(state, request, cursor, RequestError.response)
         limits, stats = state.limits, state.stats
         try:
             body = await read_json(request, limits)
@@ -170,7 +174,8 @@ class ResponsesApi:
         rid = "resp_" + uuid.uuid4().hex
         run = _Run(Generation(state, req, ids, plan), rid, int(time.time()), state.model_name, asked.echo)
         if req.stream:
-            return EventStreamResponse(self._stream(run, rid, asked, limits.keepalive_interval))
+            events = self._stream(run, rid, asked, limits.keepalive_interval)
+            return streamed(state, request, rid, events, responses_ending)
         disconnected, _ = await until_disconnect(request.receive, self._drain(run))
         if disconnected:
             return Response(status_code=499)

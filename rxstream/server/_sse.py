@@ -64,11 +64,11 @@ class EventStreamResponse(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, events: AsyncIterator[bytes]) -> None:
+    def __init__(self, events: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> None:
         # no body: like StreamingResponse, so that no Content-Length header is set
         self.status_code = 200
         self.background = None
-        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})})
         self.events = events
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

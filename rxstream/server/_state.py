@@ -17,6 +17,7 @@ from ._stats import ServerStats
 
 if TYPE_CHECKING:
     from ._metrics import ServerMetrics
+    from ._replay import ReplayHub
 
 __all__ = ["ServerState", "context_length"]
 
@@ -41,6 +42,7 @@ class ServerState:
         reasoning_format: the preset chat output is routed with (reasoning, tool calls), or None.
         lanes: the pool that runs batched generations' text pipelines, off the batch's thread.
         metrics: what ``/metrics`` serves (None: not measured).
+        replay: the resumable streams (None: streams are not kept for resuming).
     """
 
     model: GenerativeModel
@@ -56,6 +58,7 @@ class ServerState:
     reasoning_format: str | None = None
     lanes: TextLanes = field(default_factory=TextLanes)
     metrics: ServerMetrics | None = None
+    replay: ReplayHub | None = None
 
     def begin_shutdown(self) -> None:
         """End every generation now (thread-safe; from a signal handler too): their streams end
@@ -85,6 +88,7 @@ class ServerState:
             "waiting": snapshot["waiting"],
             "batch": self.batch_stats(),
             "upstream": replicas() if callable(replicas) else [],
+            "replay": self.replay.stats() if self.replay is not None else None,
         }
 
     def slots(self) -> asyncio.Semaphore:

@@ -67,7 +67,8 @@ def test_clients_that_disconnect_leave_no_upstream_request(tiny_dir: Path) -> No
     plans = [(rng.random() < 0.75, rng.randint(0, 12), rng.random() < 0.5) for _ in range(32)]
     with serve_process(tiny_dir) as engine:
         expected = complete(engine.url, "Once upon a time")["choices"][0]["text"]
-        with serve_process(tiny_dir, "--upstream", engine.url) as gw:
+        # no grace period: a client that leaves the gateway ends its upstream request at once
+        with serve_process(tiny_dir, "--upstream", engine.url, "--resume-grace", "0") as gw:
             host, port = gw.address
             errors: list[str] = []
 

@@ -245,7 +245,9 @@ def test_eight_concurrent_streaming_clients(server: tuple[str, Any], model: Onnx
 
 @pytest.fixture
 def slow_server(model: OnnxModel) -> Iterator[tuple[str, Any]]:
-    app = create_app(SlowModel(model, 0.02), model_name="slow", limits=ServerLimits(max_concurrency=1))
+    # no grace period: a client that leaves ends its generation at once (see test_server_resume.py)
+    limits = ServerLimits(max_concurrency=1, resume_grace=0)
+    app = create_app(SlowModel(model, 0.02), model_name="slow", limits=limits)
     with run_in_thread(app) as url:
         yield url, app
 
@@ -531,7 +533,9 @@ def test_other_client_errors(server: tuple[str, Any]) -> None:
     url, _app = server
     json_type = {"Content-Type": "application/json"}
     assert httpx.post(f"{url}/v1/completions", content=b"x" * 2_000_000, headers=json_type).status_code == 413
-    assert httpx.get(f"{url}/v1/completions").status_code == 405
+    follow = httpx.get(f"{url}/v1/completions")  # a GET follows a stream: it must name one
+    assert follow.status_code == 400 and "Last-Event-ID" in follow.json()["error"]["message"]
+    assert httpx.put(f"{url}/v1/completions").status_code == 405
     missing = httpx.get(f"{url}/v1/nothing")
     assert missing.status_code == 404 and "error" in missing.json()
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
@@ -590,11 +594,16 @@ def test_tokenizer_failure_is_a_json_500(model: OnnxModel) -> None:
 
 
 def sse_payloads(text: str) -> list[str]:
-    """The data of each event of a complete server-sent event stream (every event ends with a blank line)."""
+    """The data of each event of a complete server-sent event stream (every event ends with a
+    blank line and is an ``id:`` line, numbered from 1 in one stream, then one ``data:`` line)."""
     assert text.endswith("\n\n")
     events = text[:-2].split("\n\n")
-    assert all(e.startswith("data: ") and "\n" not in e for e in events), events
-    return [e[len("data: ") :] for e in events]
+    ids = [e.partition("\n")[0] for e in events]
+    stream = ids[0].removeprefix("id: ").rpartition(":")[0]
+    assert ids == [f"id: {stream}:{n}" for n in range(1, len(events) + 1)], ids
+    data = [e.partition("\n")[2] for e in events]
+    assert all(d.startswith("data: ") and "\n" not in d for d in data), events
+    return [d[len("data: ") :] for d in data]
 
 
 @pytest.mark.parametrize("chat", [False, True])
@@ -680,7 +689,8 @@ def test_disconnects_at_any_point_leave_nothing_behind(model: OnnxModel) -> None
 
     handler = Collect(level=logging.ERROR)
     before = set(threading.enumerate())
-    app = create_app(SlowModel(model, 0.01), model_name="t", limits=ServerLimits(max_concurrency=2))
+    limits = ServerLimits(max_concurrency=2, resume_grace=0)  # every disconnect ends its generation
+    app = create_app(SlowModel(model, 0.01), model_name="t", limits=limits)
     try:
         with run_in_thread(app) as url:
             logging.getLogger("uvicorn.error").addHandler(handler)  # after uvicorn configured logging

@@ -51,7 +51,9 @@ def batched(model_dir: Path) -> OnnxModel:
 
 @pytest.fixture
 def server(batched: OnnxModel) -> Iterator[tuple[str, Any]]:
-    app = create_app(batched, model_name="tiny", limits=ServerLimits(max_concurrency=32))
+    # a short grace period: each stream a client left is cancelled 0.2 s later (as by default, sooner)
+    limits = ServerLimits(max_concurrency=32, resume_grace=0.2)
+    app = create_app(batched, model_name="tiny", limits=limits)
     with run_in_thread(app) as url:
         yield url, app
 

@@ -173,7 +173,8 @@ def test_trickled_body_gets_408(server: tuple[tuple[str, int], Any]) -> None:
 
 
 def test_a_client_that_reads_nothing_is_cut_off_and_its_generation_cancelled(model: OnnxModel) -> None:
-    limits = ServerLimits(send_timeout=0.5, max_tokens=100_000)
+    # no grace period: once the stuck client is cut off, nobody may resume its stream
+    limits = ServerLimits(send_timeout=0.5, max_tokens=100_000, resume_grace=0)
     app = create_app(model, model_name="tiny", limits=limits)
 
     class Endless:  # the tiny model's tokenizer over a source that never ends by itself

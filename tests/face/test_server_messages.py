@@ -19,7 +19,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from rxstream.backends import OnnxModel, build_tiny_model
-from rxstream.server import create_app, run_in_thread
+from rxstream.server import ServerLimits, create_app, run_in_thread
 from tests.face.test_server_channels import QWEN3_ANSWER, wait_for
 from tests.face.test_server_tool_calls import QWEN3_CALLS, WEATHER_ARGS
 from tests.scripted_model import CHATML, QWEN3_TEMPLATE, ScriptedModel
@@ -229,7 +229,8 @@ def test_bad_requests_are_400s_in_anthropics_shape(
 def test_a_client_that_leaves_mid_stream_cancels_the_generation(smollm2_tokenizer: Tokenizer) -> None:
     text = " ".join(f"word{i}" for i in range(300))
     model = ScriptedModel(smollm2_tokenizer, CHATML, text, delay=0.005)
-    with serving(model) as (client, url, app):
+    # cancelled once the grace period after the client left is over
+    with serving(model, limits=ServerLimits(resume_grace=0.2)) as (client, url, app):
         host, port = url.removeprefix("http://").rsplit(":", 1)
         body = json.dumps(
             {"model": "scripted", "max_tokens": 2000, "messages": USER, "stream": True}

@@ -12,9 +12,11 @@ import httpx
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from tokenizers import Tokenizer
 
 from rxstream.backends import GatewayModel, OnnxModel
 from rxstream.server import ServerLimits, create_app, run_in_thread
+from tests.scripted_model import CHATML, ScriptedModel
 
 from .test_server import SlowModel
 
@@ -38,7 +40,9 @@ def value(samples: dict[str, dict[Any, float]], name: str, **labels: str) -> flo
 @pytest.fixture(scope="module")
 def served(model: OnnxModel) -> Iterator[str]:
     # each token 5 ms late and no end token: every generation runs to its budget or its client
-    app = create_app(SlowModel(model, 0.005), model_name="tiny", limits=ServerLimits(max_concurrency=4))
+    # no grace period: a client that leaves aborts its generation at once
+    limits = ServerLimits(max_concurrency=4, resume_grace=0)
+    app = create_app(SlowModel(model, 0.005), model_name="tiny", limits=limits)
     with run_in_thread(app) as url:
         yield url
 
@@ -106,6 +110,35 @@ def test_metrics_parse_and_count_the_requests(served: str) -> None:
     buckets = {k: v for k, v in after["vllm:time_to_first_token_seconds_bucket"].items()}
     inf = next(v for k, v in buckets.items() if ("le", "+Inf") in k)
     assert inf == value(after, "vllm:time_to_first_token_seconds_count", model_name="tiny")
+    # every generation's pipeline was metered: its detokenize's held time is one observation
+    assert (
+        delta("rxstream:operator_held_seconds_count", model_name="tiny", operator="detokenize") == lengths + 2
+    )
+
+
+def test_held_back_time_is_reported_per_operator(smollm2_tokenizer: Tokenizer) -> None:
+    text = "the rest of the week we were there"
+    model = ScriptedModel(smollm2_tokenizer, CHATML, text, delay=0.01)
+    with run_in_thread(create_app(model, model_name="tiny")) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+        before = scrape(url)
+        for _ in range(3):  # "e\x00" never matches; each token that ends in "e" starts it
+            reply = client.completions.create(model="tiny", prompt="go", max_tokens=40, stop=["e\x00"])
+            assert reply.choices[0].text == text
+        after = scrape(url)
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    # a hold begins at a token that ends in "e" and lasts while the tokens after it do too
+    ends = [smollm2_tokenizer.decode([i]).endswith("e") for i in smollm2_tokenizer.encode(text).ids]
+    runs = sum(1 for k, e in enumerate(ends) if e and (k == 0 or not ends[k - 1]))
+    assert runs >= 3
+    assert delta("rxstream:operator_held_seconds_count", model_name="tiny", operator="stop") == 3
+    assert delta("rxstream:operator_holds_total", model_name="tiny", operator="stop") == 3 * runs
+    # each held token held for about one token's time (10 ms a token)
+    held = delta("rxstream:operator_held_seconds_sum", model_name="tiny", operator="stop")
+    assert 3 * sum(ends[:-1]) * 0.005 < held < 3 * sum(ends) * 0.5
 
 
 def test_a_batching_server_reports_its_kv_use(model: OnnxModel) -> None:

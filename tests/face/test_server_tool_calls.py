@@ -14,6 +14,7 @@ import httpx
 import pytest
 from tokenizers import Tokenizer
 
+from rxstream.server import ServerLimits
 from tests.face.test_server_channels import both, serving, wait_for
 from tests.scripted_model import CHATML, QWEN3_TEMPLATE, ScriptedModel
 
@@ -244,7 +245,8 @@ def test_a_client_that_leaves_mid_call_does_not_hurt_the_server(smollm2_tokenize
     long_args = '{"city": "' + "Zürich " * 300 + '"}'
     text = f'<tool_call>\n{{"name": "get_weather", "arguments": {long_args}}}\n</tool_call>'
     model = ScriptedModel(smollm2_tokenizer, CHATML, text, delay=0.005)
-    with serving(model) as (client, url, app):
+    # cancelled once the grace period after the client left is over
+    with serving(model, limits=ServerLimits(resume_grace=0.2)) as (client, url, app):
         host, port = url.removeprefix("http://").rsplit(":", 1)
         body = json.dumps({"messages": USER, "tools": TOOLS, "stream": True, "max_tokens": 2000}).encode()
         for _ in range(3):

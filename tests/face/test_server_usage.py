@@ -151,7 +151,8 @@ def test_the_usage_chunk_goes_before_the_error_event(smollm2_tokenizer: Tokenize
     body = {"messages": USER, "stream": True, "stream_options": {"include_usage": True}}
     with serving(model) as (_client, url, _app):
         r = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
-    events = [e[len("data: ") :] for e in r.text.strip().split("\n\n") if e.startswith("data: ")]
+    lines = (line for e in r.text.strip().split("\n\n") for line in e.split("\n"))
+    events = [line[len("data: ") :] for line in lines if line.startswith("data: ")]
     *_, usage_event, error_event = (json.loads(e) for e in events)
     assert "error" in error_event and "[DONE]" not in events
     assert usage_event["choices"] == []
