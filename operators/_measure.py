@@ -133,7 +133,8 @@ class Meter:
             for sink in reversed([s for s in sinks if isinstance(s, OperatorSink)]):  # made downstream first
                 hold = Hold()
                 self._operators.append((self._names[k - 1], sink.name, hold))
-                ops.append((hold, sink.holding_probe()))
+                if type(sink).holding is not OperatorSink.holding:  # the others never hold: not asked
+                    ops.append((hold, sink.holding_probe()))
             if len(ops) == 1:  # the stage holds when its one operator does: one hold for both
                 self._stages[k] = ops[0][0]
                 self._singles.append(ops[0])
@@ -202,7 +203,12 @@ class Meter:
         def on_next(value: object) -> None:
             now = self.now
             self._items += 1
-            self._chars += len(value) if type(value) is str else _chars(value)
+            if type(value) is str:
+                self._chars += len(value)
+            else:
+                text = getattr(value, "text", None)  # a Piece, a Segment, a TextDelta
+                if type(text) is str:
+                    self._chars += len(text)
             if self._first is None:
                 self._first = now
             else:
@@ -271,14 +277,6 @@ def _count(value: object) -> int:
     if isinstance(value, str):
         return 0
     return len(value) if isinstance(value, Sized) else 1
-
-
-def _chars(value: object) -> int:
-    """The characters of an output item: a str, a Piece's or a Segment's text; 0 otherwise."""
-    if type(value) is str:
-        return len(value)
-    text = getattr(value, "text", None)
-    return len(text) if isinstance(text, str) else 0
 
 
 def measure(
