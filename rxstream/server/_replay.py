@@ -74,10 +74,21 @@ def parse_cursor(value: str) -> Cursor:
 
 
 class _Reader:
-    __slots__ = ("cursor",)
+    """One client following a stream: its cursor, the future it waits on for more (woken by the
+    producer, or by its keep-alive ticker), when it last sent something."""
 
-    def __init__(self, cursor: int) -> None:
+    __slots__ = ("cursor", "ping", "sent", "waiter")
+
+    def __init__(self, cursor: int, now: float) -> None:
         self.cursor = cursor
+        self.waiter: asyncio.Future[None] | None = None
+        self.ping = False
+        self.sent = now
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 class SharedStream:
@@ -95,7 +106,6 @@ class SharedStream:
         self.done = False
         self.readers: set[_Reader] = set()
         self.task: asyncio.Task[None] | None = None
-        self._changed = asyncio.Event()
         self._read = asyncio.Event()  # a reader moved on (the producer may wait for it)
         self._timer: asyncio.TimerHandle | None = None
         self._prefix = f"id: {sid}:".encode()
@@ -126,7 +136,7 @@ class SharedStream:
                 with contextlib.suppress(Exception):
                     await aclose()
             self.done = True
-            self._changed.set()
+            self._wake()
             if not self.readers:
                 self._arm()
 
@@ -134,7 +144,7 @@ class SharedStream:
         """Wait while the buffer is full of events a reader has not read."""
         budget = self.hub.stream_bytes
         while self.size >= budget:
-            self._trim(budget)
+            self._trim(budget - 1)  # room for the next event: below the budget
             if self.size < budget or not self.readers:
                 return
             self._read.clear()
@@ -144,11 +154,15 @@ class SharedStream:
         self.events.append(chunk)
         self.size += len(chunk)
         self.hub.total += len(chunk)
-        self._changed.set()
+        self._wake()
         if self.size > self.hub.stream_bytes:
             self._trim(self.hub.stream_bytes)
         if self.hub.total > self.hub.total_bytes:
             self.hub.reclaim()
+
+    def _wake(self) -> None:
+        for reader in self.readers:
+            reader.wake()
 
     def _trim(self, budget: int) -> None:
         """Drop the oldest events until ``budget`` bytes are left, but none a reader still needs."""
@@ -164,8 +178,20 @@ class SharedStream:
     async def follow(self, after: int, keepalive: float | None) -> AsyncIterator[bytes]:
         """The events after number ``after``, as they come (``id:`` lines added); a keep-alive
         comment after ``keepalive`` seconds of silence."""
-        reader = _Reader(after)
+        loop = asyncio.get_running_loop()
+        reader = _Reader(after, loop.time())
         self._join(reader)
+        tick: asyncio.TimerHandle | None = None
+
+        def ticker() -> None:  # one timer per interval, not one per wait
+            nonlocal tick
+            if loop.time() - reader.sent >= keepalive - 0.01:  # type: ignore[operator]
+                reader.ping = True
+                reader.wake()
+            tick = loop.call_later(keepalive, ticker)  # type: ignore[arg-type]
+
+        if keepalive is not None:
+            tick = loop.call_later(keepalive, ticker)
         try:
             while True:
                 if reader.cursor < self.base - 1:
@@ -186,15 +212,20 @@ class SharedStream:
                     reader.cursor = last
                     self._read.set()
                     yield b"".join(parts)
+                    reader.sent = loop.time()
                     continue
                 if self.done:
                     return
-                self._changed.clear()
-                try:
-                    await asyncio.wait_for(self._changed.wait(), keepalive)
-                except TimeoutError:
+                reader.waiter = loop.create_future()
+                await reader.waiter
+                reader.waiter = None
+                if reader.ping:
+                    reader.ping = False
                     yield KEEPALIVE
+                    reader.sent = loop.time()
         finally:
+            if tick is not None:
+                tick.cancel()
             self._leave(reader)
 
     def _join(self, reader: _Reader) -> None:
