@@ -141,25 +141,6 @@ class Meter:
             elif ops:
                 self._checks.append((self._stages[k], tuple(ops)))
 
-    def _settle(self, now: float) -> None:
-        """After an item went through: start or end the holds of the stages of several operators
-        and of their operators."""
-        for stage, ops in self._checks:
-            any_held = False
-            for hold, holding in ops:
-                if holding():
-                    any_held = True
-                    if hold.since is None:
-                        hold.since = now
-                elif hold.since is not None:
-                    hold.release(now)
-            if stage is not None:
-                if any_held:
-                    if stage.since is None:
-                        stage.since = now
-                elif stage.since is not None:
-                    stage.release(now)
-
     def _close(self, now: float) -> None:
         """The stream ended (or was disposed): every hold still open ends now."""
         for stage, ops in self._checks:
@@ -178,7 +159,7 @@ class Meter:
         stages of one operator inline: the common case)."""
         clock = self._clock
         singles = tuple(self._singles)
-        settle = self._settle if self._checks else None
+        checks = tuple(self._checks)
 
         def on_next(value: object) -> None:
             self.now = now = clock()
@@ -192,8 +173,21 @@ class Meter:
                         hold.since = now
                 elif hold.since is not None:
                     hold.release(now)
-            if settle is not None:
-                settle(now)
+            for stage, ops in checks:  # a stage of several operators: each, and the stage
+                held = False
+                for hold, holding in ops:
+                    if holding():
+                        held = True
+                        if hold.since is None:
+                            hold.since = now
+                    elif hold.since is not None:
+                        hold.release(now)
+                if stage is not None:
+                    if held:
+                        if stage.since is None:
+                            stage.since = now
+                    elif stage.since is not None:
+                        stage.release(now)
 
         return on_next
 
