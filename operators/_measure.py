@@ -133,31 +133,13 @@ class Meter:
             for sink in reversed([s for s in sinks if isinstance(s, OperatorSink)]):  # made downstream first
                 hold = Hold()
                 self._operators.append((self._names[k - 1], sink.name, hold))
-                ops.append((hold, sink.holding_probe()))
+                if type(sink).holding is not OperatorSink.holding:  # the others never hold: not asked
+                    ops.append((hold, sink.holding_probe()))
             if len(ops) == 1:  # the stage holds when its one operator does: one hold for both
                 self._stages[k] = ops[0][0]
                 self._singles.append(ops[0])
             elif ops:
                 self._checks.append((self._stages[k], tuple(ops)))
-
-    def _settle(self, now: float) -> None:
-        """After an item went through: start or end the holds of the stages of several operators
-        and of their operators."""
-        for stage, ops in self._checks:
-            any_held = False
-            for hold, holding in ops:
-                if holding():
-                    any_held = True
-                    if hold.since is None:
-                        hold.since = now
-                elif hold.since is not None:
-                    hold.release(now)
-            if stage is not None:
-                if any_held:
-                    if stage.since is None:
-                        stage.since = now
-                elif stage.since is not None:
-                    stage.release(now)
 
     def _close(self, now: float) -> None:
         """The stream ended (or was disposed): every hold still open ends now."""
@@ -177,7 +159,7 @@ class Meter:
         stages of one operator inline: the common case)."""
         clock = self._clock
         singles = tuple(self._singles)
-        settle = self._settle if self._checks else None
+        checks = tuple(self._checks)
 
         def on_next(value: object) -> None:
             self.now = now = clock()
@@ -191,8 +173,21 @@ class Meter:
                         hold.since = now
                 elif hold.since is not None:
                     hold.release(now)
-            if settle is not None:
-                settle(now)
+            for stage, ops in checks:  # a stage of several operators: each, and the stage
+                held = False
+                for hold, holding in ops:
+                    if holding():
+                        held = True
+                        if hold.since is None:
+                            hold.since = now
+                    elif hold.since is not None:
+                        hold.release(now)
+                if stage is not None:
+                    if held:
+                        if stage.since is None:
+                            stage.since = now
+                    elif stage.since is not None:
+                        stage.release(now)
 
         return on_next
 
@@ -202,7 +197,12 @@ class Meter:
         def on_next(value: object) -> None:
             now = self.now
             self._items += 1
-            self._chars += len(value) if type(value) is str else _chars(value)
+            if type(value) is str:
+                self._chars += len(value)
+            else:
+                text = getattr(value, "text", None)  # a Piece, a Segment, a TextDelta
+                if type(text) is str:
+                    self._chars += len(text)
             if self._first is None:
                 self._first = now
             else:
@@ -271,14 +271,6 @@ def _count(value: object) -> int:
     if isinstance(value, str):
         return 0
     return len(value) if isinstance(value, Sized) else 1
-
-
-def _chars(value: object) -> int:
-    """The characters of an output item: a str, a Piece's or a Segment's text; 0 otherwise."""
-    if type(value) is str:
-        return len(value)
-    text = getattr(value, "text", None)
-    return len(text) if isinstance(text, str) else 0
 
 
 def measure(

@@ -58,6 +58,13 @@ class _RouteSink(OperatorSink[Any, Segment]):
     def holding(self) -> bool:
         return self.router is not None and bool(self.router.held)
 
+    def holding_probe(self) -> Callable[[], bool]:
+        def probe() -> bool:  # ``holding`` in one call (the meter asks after every item)
+            router = self.router
+            return router is not None and router.holding
+
+        return probe
+
     def run(self, source: Observable[Any], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
         self.subscribe_to(source, self._next, scheduler)
         return Disposable(self.dispose)

@@ -84,6 +84,11 @@ class Router(_RouteOutput):
         return None if self._region < 0 else self.spec.regions[self._region]
 
     @property
+    def holding(self) -> bool:
+        """Whether text is held (cheaper than ``bool(held)``)."""
+        return bool(self._gate_text if self._gating else self._tail)
+
+    @property
     def held(self) -> str:
         """Text received and not yet routed (a delimiter may still start in it)."""
         return self._gate_text if self._gating else self._tail

@@ -20,7 +20,7 @@ from ._hosts import HostGuard, parse_allowed_hosts
 from ._limits import ServerLimits
 from ._messages_api import MessagesApi, anthropic_error
 from ._metrics import ServerMetrics
-from ._replay import ReplayHub
+from ._replay_hub import ReplayHub
 from ._responses_api import ResponsesApi
 from ._resumable import cancel_handler, follow_handler
 from ._state import ServerState, context_length

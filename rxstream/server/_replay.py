@@ -18,66 +18,61 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING
 
-__all__ = ["Cursor", "Ending", "ReplayError", "ReplayHub", "SharedStream", "parse_cursor"]
+if TYPE_CHECKING:
+    from ._replay_hub import ReplayHub
+
+__all__ = ["KEEPALIVE", "Ending", "Send", "SharedStream"]
 
 KEEPALIVE = b": keep-alive\n\n"
 
 _PINGS = (KEEPALIVE, b"event: ping\n")
 """Chunks that are not events of the stream (keep-alive comments, the Messages API's ping)."""
 
+Send = Callable[[bytes], Awaitable[None]]
+"""Sends bytes of a response's body to its client."""
+
 Ending = Callable[[str, str, int], bytes]
 """The last event a reader gets when its stream ends early, in its protocol's shape:
 ``ending(kind, message, number)`` (``kind``: ``"cancelled"`` or ``"cursor_expired"``; ``number``:
 the event's number)."""
 
-_CURSOR = re.compile(r"([A-Za-z0-9_-]{1,100})(?::(\d{1,12}))?")
-
-
-class ReplayError(Exception):
-    """A resume the hub cannot answer: ``status`` (404 unknown stream, 410 cursor older than the
-    buffer, 400 malformed) and a message that says why."""
-
-    def __init__(self, message: str, status: int, kind: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
-
-
-@dataclass(frozen=True, slots=True)
-class Cursor:
-    """A position in a stream: the events after ``after`` (0: from the start)."""
-
-    stream: str
-    after: int
-
-
-def parse_cursor(value: str) -> Cursor:
-    """``<stream>`` (from the start) or ``<stream>:<n>`` (after event ``n``), as a ``Last-Event-ID``
-    header or an event's ``id:`` field gives it.
-
-    Raises:
-        ReplayError: (400) anything else.
-    """
-    match = _CURSOR.fullmatch(value.strip())
-    if match is None:
-        raise ReplayError(
-            f"Last-Event-ID must be '<stream id>' or '<stream id>:<event number>', got {value[:120]!r}",
-            400,
-            "invalid_request_error",
-        )
-    return Cursor(match.group(1), int(match.group(2) or 0))
-
 
 class _Reader:
-    __slots__ = ("cursor",)
+    """One client following a stream: its cursor, the future it waits on for more (woken by the
+    producer, or by its keep-alive ticker), when it last sent something."""
 
-    def __init__(self, cursor: int) -> None:
+    __slots__ = ("cursor", "failed", "lock", "ping", "send", "sent", "waiter")
+
+    def __init__(self, cursor: int, now: float) -> None:
         self.cursor = cursor
+        self.waiter: asyncio.Future[None] | None = None
+        self.ping = False
+        self.sent = now
+        self.send: Send | None = None  # set while caught up: the producer sends to it directly
+        self.failed = False  # a send to it failed (the client is gone)
+        self.lock = asyncio.Lock()  # one send at a time (the producer's events, the pump's pings)
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class _Ticker:
+    """The keep-alive timer of one reader (re-armed each interval)."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self) -> None:
+        self.handle: asyncio.TimerHandle | None = None
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
 
 
 class SharedStream:
@@ -95,10 +90,10 @@ class SharedStream:
         self.done = False
         self.readers: set[_Reader] = set()
         self.task: asyncio.Task[None] | None = None
-        self._changed = asyncio.Event()
         self._read = asyncio.Event()  # a reader moved on (the producer may wait for it)
         self._timer: asyncio.TimerHandle | None = None
         self._prefix = f"id: {sid}:".encode()
+        self._direct = 0  # readers the producer sends to
 
     @property
     def last(self) -> int:
@@ -114,19 +109,24 @@ class SharedStream:
             async for chunk in events:
                 if chunk.startswith(_PINGS):
                     continue
-                await self._room()
+                if self.size >= self.hub.stream_bytes:
+                    await self._room()
                 self._append(chunk)
+                if self._direct:
+                    await self._push()
         except asyncio.CancelledError:
             if not self.done:
                 why = "by a request" if self.cancelled else f"{self.hub.grace:g} s after its last client left"
                 self._append(self.ending("cancelled", f"the stream was cancelled {why}", self.last + 1))
+                if self._direct:
+                    await self._push()
         finally:
             aclose = getattr(events, "aclose", None)
             if aclose is not None:
                 with contextlib.suppress(Exception):
                     await aclose()
             self.done = True
-            self._changed.set()
+            self._wake(all_readers=True)
             if not self.readers:
                 self._arm()
 
@@ -134,7 +134,7 @@ class SharedStream:
         """Wait while the buffer is full of events a reader has not read."""
         budget = self.hub.stream_bytes
         while self.size >= budget:
-            self._trim(budget)
+            self._trim(budget - 1)  # room for the next event: below the budget
             if self.size < budget or not self.readers:
                 return
             self._read.clear()
@@ -144,11 +144,37 @@ class SharedStream:
         self.events.append(chunk)
         self.size += len(chunk)
         self.hub.total += len(chunk)
-        self._changed.set()
+        self._wake()
         if self.size > self.hub.stream_bytes:
             self._trim(self.hub.stream_bytes)
         if self.hub.total > self.hub.total_bytes:
             self.hub.reclaim()
+
+    def _wake(self, all_readers: bool = False) -> None:
+        """New events (or the end): wake the readers that fetch them (the producer sends to the
+        caught-up ones itself), or every reader."""
+        for reader in self.readers:
+            if all_readers or reader.send is None:
+                reader.wake()
+
+    async def _push(self) -> None:
+        """Send the newest event to every caught-up reader (in the producer: no task hop)."""
+        n = self.last
+        data = b"%s%d\n%s" % (self._prefix, n, self.events[-1])
+        loop = asyncio.get_running_loop()
+        for reader in [r for r in self.readers if r.send is not None and r.cursor == n - 1]:
+            send = reader.send
+            assert send is not None
+            try:
+                async with reader.lock:
+                    await send(data)
+            except Exception:  # the client went away: its pump ends, the stream goes on
+                reader.failed = True
+                reader.wake()
+                continue
+            reader.cursor = n
+            reader.sent = loop.time()
+        self._read.set()
 
     def _trim(self, budget: int) -> None:
         """Drop the oldest events until ``budget`` bytes are left, but none a reader still needs."""
@@ -161,40 +187,114 @@ class SharedStream:
             self.base += 1
 
     # -- readers ----------------------------------------------------------------------------
-    async def follow(self, after: int, keepalive: float | None) -> AsyncIterator[bytes]:
-        """The events after number ``after``, as they come (``id:`` lines added); a keep-alive
-        comment after ``keepalive`` seconds of silence."""
-        reader = _Reader(after)
+    def _batch(self, reader: _Reader) -> bytes:
+        """The buffered events after the reader's cursor, with their ``id:`` lines (it moves on)."""
+        start = reader.cursor - self.base + 1
+        parts = []
+        for n, i in enumerate(range(start, len(self.events)), reader.cursor + 1):
+            parts.append(b"%s%d\n%s" % (self._prefix, n, self.events[i]))
+        reader.cursor = self.last
+        self._read.set()
+        return b"".join(parts)
+
+    def _expired(self, reader: _Reader) -> bytes:
+        message = (
+            f"this client fell behind stream {self.sid!r}: its replay buffer "
+            f"({self.hub.stream_bytes} bytes) no longer holds the events after {reader.cursor}"
+        )
+        return self.ending("cursor_expired", message, reader.cursor + 1)
+
+    async def serve(self, after: int, send: Send, keepalive: float | None) -> None:
+        """Send the events after number ``after`` with ``send``: what the buffer holds, then
+        each new event as the producer appends it (to a caught-up reader the producer sends
+        itself), a keep-alive comment after ``keepalive`` seconds of silence; return at the
+        stream's end or when a send fails."""
+        loop = asyncio.get_running_loop()
+        reader = _Reader(after, loop.time())
         self._join(reader)
+        tick = self._ticker(reader, keepalive)
+        try:
+            while not reader.failed:
+                if reader.cursor < self.base - 1:
+                    await send(self._expired(reader))
+                    return
+                if reader.cursor < self.last:
+                    data = self._batch(reader)
+                    async with reader.lock:
+                        await send(data)
+                    reader.sent = loop.time()
+                    continue
+                if self.done:
+                    return
+                reader.send = send  # caught up: from here on the producer sends
+                self._direct += 1
+                try:
+                    while True:
+                        reader.waiter = loop.create_future()
+                        await reader.waiter
+                        reader.waiter = None
+                        if not reader.ping:
+                            break  # the end, or a failed send
+                        reader.ping = False
+                        if loop.time() - reader.sent >= (keepalive or 0) - 0.01:
+                            async with reader.lock:
+                                await send(KEEPALIVE)
+                            reader.sent = loop.time()
+                finally:
+                    reader.send = None
+                    self._direct -= 1
+        finally:
+            if tick is not None:
+                tick.cancel()
+            self._leave(reader)
+
+    def _ticker(self, reader: _Reader, keepalive: float | None) -> _Ticker | None:
+        """One timer per keep-alive interval (not one per wait): it wakes the reader to ping."""
+        if keepalive is None:
+            return None
+        loop = asyncio.get_running_loop()
+        ticker = _Ticker()
+
+        def tick() -> None:
+            if loop.time() - reader.sent >= keepalive - 0.01:
+                reader.ping = True
+                reader.wake()
+            ticker.handle = loop.call_later(keepalive, tick)
+
+        ticker.handle = loop.call_later(keepalive, tick)
+        return ticker
+
+    async def follow(self, after: int, keepalive: float | None) -> AsyncIterator[bytes]:
+        """The events after number ``after`` as an async iterator (a reader that fetches each
+        batch itself; :meth:`serve` is the responses' faster path), a keep-alive comment after
+        ``keepalive`` seconds of silence."""
+        loop = asyncio.get_running_loop()
+        reader = _Reader(after, loop.time())
+        self._join(reader)
+        tick = self._ticker(reader, keepalive)
         try:
             while True:
                 if reader.cursor < self.base - 1:
                     # the buffer moved past this reader (it was not reading: no back-pressure
                     # holds it for a reader that left); never skip events silently
-                    message = (
-                        f"this client fell behind stream {self.sid!r}: its replay buffer "
-                        f"({self.hub.stream_bytes} bytes) no longer holds the events after {reader.cursor}"
-                    )
-                    yield self.ending("cursor_expired", message, reader.cursor + 1)
+                    yield self._expired(reader)
                     return
-                last = self.last
-                if reader.cursor < last:
-                    start = reader.cursor - self.base + 1
-                    parts = []
-                    for n, i in enumerate(range(start, len(self.events)), reader.cursor + 1):
-                        parts.append(b"%s%d\n%s" % (self._prefix, n, self.events[i]))
-                    reader.cursor = last
-                    self._read.set()
-                    yield b"".join(parts)
+                if reader.cursor < self.last:
+                    yield self._batch(reader)
+                    reader.sent = loop.time()
                     continue
                 if self.done:
                     return
-                self._changed.clear()
-                try:
-                    await asyncio.wait_for(self._changed.wait(), keepalive)
-                except TimeoutError:
+                reader.waiter = loop.create_future()
+                await reader.waiter
+                reader.waiter = None
+                if reader.ping:
+                    reader.ping = False
                     yield KEEPALIVE
+                    reader.sent = loop.time()
         finally:
+            if tick is not None:
+                tick.cancel()
             self._leave(reader)
 
     def _join(self, reader: _Reader) -> None:
@@ -234,95 +334,3 @@ class SharedStream:
         if not self.done and self.task is not None:
             self.cancelled = True
             self.task.cancel()
-
-
-class ReplayHub:
-    """The resumable streams of one server (see the module docstring).
-
-    Args:
-        grace: seconds a stream lives on with no reader (0: cancel at once, as without resuming).
-        stream_bytes: the replay buffer of one stream, in bytes.
-        total_bytes: all buffers together.
-    """
-
-    def __init__(self, grace: float, stream_bytes: int, total_bytes: int) -> None:
-        self.grace = grace
-        self.stream_bytes = stream_bytes
-        self.total_bytes = total_bytes
-        self.streams: dict[str, SharedStream] = {}
-        self.total = 0
-        self.resumes = 0
-        self.abandoned = 0
-        self.refused = 0
-
-    def open(self, sid: str, path: str, events: AsyncIterator[bytes], ending: Ending) -> SharedStream:
-        """Start buffering ``events`` as the stream ``sid`` of ``path``."""
-        stream = SharedStream(self, sid, path, ending)
-        self.streams[sid] = stream
-        stream.start(events)
-        return stream
-
-    def find(self, cursor: Cursor, path: str | None) -> SharedStream:
-        """The stream a cursor names, checked: it exists, belongs to ``path`` (unless None) and
-        its buffer still holds the events after the cursor.
-
-        Raises:
-            ReplayError: (404) an unknown or forgotten stream, or one of another path; (410) a
-                cursor older than the buffer or past the stream's last event.
-        """
-        stream = self.streams.get(cursor.stream)
-        if stream is None or (path is not None and stream.path != path):
-            self.refused += 1
-            raise ReplayError(
-                f"no stream {cursor.stream!r} to resume here: it never existed, or it ended more "
-                f"than {self.grace:g} s ago with no client following it",
-                404,
-                "not_found",
-            )
-        if cursor.after < stream.base - 1 or cursor.after > stream.last:
-            self.refused += 1
-            held = f"events {stream.base}..{stream.last}" if stream.events else "no events"
-            raise ReplayError(
-                f"stream {cursor.stream!r} cannot resume after event {cursor.after}: its replay "
-                f"buffer holds {held}",
-                410,
-                "cursor_expired",
-            )
-        return stream
-
-    def forget(self, stream: SharedStream) -> None:
-        if self.streams.get(stream.sid) is stream:
-            del self.streams[stream.sid]
-            self.total -= stream.size
-            stream.events.clear()
-            stream.size = 0
-
-    def reclaim(self) -> None:
-        """Over the total budget: forget finished streams nobody follows (oldest first), then
-        drop events no reader needs, from the largest buffers first."""
-        for stream in list(self.streams.values()):
-            if self.total <= self.total_bytes:
-                return
-            if stream.done and not stream.readers:
-                self.forget(stream)
-        for stream in sorted(self.streams.values(), key=lambda s: s.size, reverse=True):
-            if self.total <= self.total_bytes:
-                return
-            stream._trim(max(0, stream.size - (self.total - self.total_bytes)))
-
-    def stats(self) -> dict[str, int]:
-        """The figures ``/metrics`` reports: streams kept, readers, buffered bytes, resumes,
-        refused resumes, generations abandoned after the grace period."""
-        return {
-            "streams": len(self.streams),
-            "readers": sum(len(s.readers) for s in self.streams.values()),
-            "buffered_bytes": self.total,
-            "resumes": self.resumes,
-            "refused": self.refused,
-            "abandoned": self.abandoned,
-        }
-
-    def close(self) -> None:
-        """Server shutdown: cancel every generation still running."""
-        for stream in list(self.streams.values()):
-            stream.cancel()

@@ -11,8 +11,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ._errors import RequestError
-from ._replay import Ending, ReplayError, ReplayHub, parse_cursor
-from ._sse import EventStreamResponse, named_sse, sse
+from ._replay import Ending
+from ._replay_hub import ReplayError, ReplayHub, parse_cursor
+from ._sse import StreamResponse, named_sse, sse
 from ._state import ServerState
 
 __all__ = [
@@ -67,8 +68,7 @@ def streamed(
 ) -> Response:
     """The response of a new streamed request: its events go through the hub as stream ``sid``."""
     stream = _hub(state).open(sid, request.url.path, events, ending)
-    follow = stream.follow(0, state.limits.keepalive_interval)
-    return EventStreamResponse(follow, headers={STREAM_HEADER: sid})
+    return StreamResponse(stream, 0, state.limits.keepalive_interval, headers={STREAM_HEADER: sid})
 
 
 def resume(
@@ -83,8 +83,9 @@ def resume(
     except ReplayError as exc:
         return error(RequestError(str(exc), status=exc.status, kind=exc.kind, param="Last-Event-ID"))
     hub.resumes += 1
-    follow = stream.follow(parsed.after, state.limits.keepalive_interval)
-    return EventStreamResponse(follow, headers={STREAM_HEADER: stream.sid})
+    return StreamResponse(
+        stream, parsed.after, state.limits.keepalive_interval, headers={STREAM_HEADER: stream.sid}
+    )
 
 
 def cancel_handler(state: ServerState) -> Callable[[Request], Awaitable[Response]]:

@@ -12,7 +12,9 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["EventStreamResponse", "named_sse", "sse", "until_disconnect"]
+from ._replay import SharedStream
+
+__all__ = ["EventStreamResponse", "StreamResponse", "named_sse", "sse", "until_disconnect"]
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 """One encoder for every event (``json.dumps`` with options builds a new one per call)."""
@@ -89,3 +91,34 @@ class EventStreamResponse(Response):
 
         with contextlib.suppress(OSError):
             await until_disconnect(receive, pump())
+
+
+class StreamResponse(Response):
+    """Server-sent events of a :class:`~._replay.SharedStream` from a cursor: the stream sends
+    them itself (:meth:`~._replay.SharedStream.serve`); a disconnect ends only this response."""
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self, stream: SharedStream, after: int, keepalive: float | None, headers: Mapping[str, str]
+    ) -> None:
+        self.status_code = 200
+        self.background = None
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **headers})
+        self.stream = stream
+        self.after = after
+        self.keepalive = keepalive
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def body(data: bytes) -> None:
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+
+        async def run() -> None:
+            await send(
+                {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+            )
+            await self.stream.serve(self.after, body, self.keepalive)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        with contextlib.suppress(OSError):
+            await until_disconnect(receive, run())

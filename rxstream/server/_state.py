@@ -17,7 +17,7 @@ from ._stats import ServerStats
 
 if TYPE_CHECKING:
     from ._metrics import ServerMetrics
-    from ._replay import ReplayHub
+    from ._replay_hub import ReplayHub
 
 __all__ = ["ServerState", "context_length"]
 

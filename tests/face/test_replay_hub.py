@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from rxstream.server._replay import Cursor, ReplayError, ReplayHub, parse_cursor
+from rxstream.server._replay_hub import Cursor, ReplayError, ReplayHub, parse_cursor
 
 
 def ending(kind: str, message: str, number: int) -> bytes:

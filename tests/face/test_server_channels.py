@@ -16,7 +16,7 @@ import openai
 import pytest
 from tokenizers import Tokenizer
 
-from rxstream.server import create_app, run_in_thread
+from rxstream.server import ServerLimits, create_app, run_in_thread
 from tests.scripted_model import CHATML, DEEPSEEK_R1_TEMPLATE, QWEN3_TEMPLATE, ScriptedModel
 
 USER = [{"role": "user", "content": "What is 2 + 2?"}]
@@ -170,7 +170,8 @@ def test_reasoning_cut_by_the_budget_leaves_no_content(smollm2_tokenizer: Tokeni
 
 def test_disconnect_mid_reasoning_cancels_the_generation(smollm2_tokenizer: Tokenizer) -> None:
     model = ScriptedModel(smollm2_tokenizer, QWEN3_TEMPLATE, QWEN3_ANSWER * 20, delay=0.01)
-    with serving(model) as (_client, url, app):
+    # cancelled once the grace period after the client left is over
+    with serving(model, limits=ServerLimits(resume_grace=0.2)) as (_client, url, app):
         host, port = url.removeprefix("http://").rsplit(":", 1)
         body = json.dumps({"messages": USER, "stream": True, "max_tokens": 2000}).encode()
         with socket.create_connection((host, int(port))) as sock:

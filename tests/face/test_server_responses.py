@@ -18,6 +18,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from rxstream.backends import OnnxModel, build_tiny_model
+from rxstream.server import ServerLimits
 from tests.face.test_server_channels import serving, wait_for
 from tests.scripted_model import CHATML, QWEN3_TEMPLATE, ScriptedModel
 
@@ -232,7 +233,8 @@ def test_metadata_and_request_fields_are_echoed(smollm2_tokenizer: Tokenizer) ->
 
 def test_disconnect_mid_stream_cancels_the_generation(smollm2_tokenizer: Tokenizer) -> None:
     model = ScriptedModel(smollm2_tokenizer, QWEN3_TEMPLATE, THINKING * 20, delay=0.01)
-    with serving(model) as (_client, url, app):
+    # cancelled once the grace period after the client left is over
+    with serving(model, limits=ServerLimits(resume_grace=0.2)) as (_client, url, app):
         host, port = url.removeprefix("http://").rsplit(":", 1)
         body = json.dumps({"input": "x", "stream": True, "max_output_tokens": 2000}).encode()
         with socket.create_connection((host, int(port))) as sock:
