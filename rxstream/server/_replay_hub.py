@@ -82,7 +82,7 @@ class ReplayHub:
 
         Raises:
             ReplayError: (404) an unknown or forgotten stream, or one of another path; (410) a
-                cursor older than the buffer or past the stream's last event.
+                cursor older than the buffer; (400) a cursor past the stream's last event.
         """
         stream = self.streams.get(cursor.stream)
         if stream is None or (path is not None and stream.path != path):
@@ -93,7 +93,14 @@ class ReplayHub:
                 404,
                 "not_found",
             )
-        if cursor.after < stream.base - 1 or cursor.after > stream.last:
+        if cursor.after > stream.last:
+            self.refused += 1
+            raise ReplayError(
+                f"stream {cursor.stream!r} has no event {cursor.after}: it has sent {stream.last} so far",
+                400,
+                "invalid_request_error",
+            )
+        if cursor.after < stream.base - 1:
             self.refused += 1
             held = f"events {stream.base}..{stream.last}" if stream.events else "no events"
             raise ReplayError(

@@ -199,6 +199,8 @@ def test_bad_cursors_get_one_clear_error(model: OnnxModel) -> None:
             r.read()
             message = r.json()["error"]["message"]
         assert "cannot resume after event 0" in message and "replay buffer holds events" in message
+        r = http.get(f"{url}/v1/chat/completions", headers={"Last-Event-ID": f"{sid}:99999"})
+        assert r.status_code == 400 and "has no event 99999" in r.json()["error"]["message"]
         # another path's stream is not this one's
         r = http.get(f"{url}/v1/completions", headers={"Last-Event-ID": sid})
         assert r.status_code == 404
