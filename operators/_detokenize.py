@@ -10,7 +10,7 @@ from reactivex.disposable import Disposable
 
 from rxstream._finish import Finish, FinishReason
 from rxstream._piece import Piece, TopLogprobs
-from rxstream.detok import StreamDetokenizer, as_token_ids
+from rxstream.detok import StreamDetokenizer, TableEngine, as_token_ids
 
 from ._sink import OperatorSink, attribute_probe, operator
 from ._token_ids import TokenItem
@@ -180,7 +180,8 @@ class _TextSink(OperatorSink[TokenItem, str]):
         return self.det.holding
 
     def holding_probe(self) -> Callable[[], bool]:
-        return attribute_probe(self.det.engine, "holding")
+        engine = self.det.engine  # the table engine holds exactly while it has bytes
+        return attribute_probe(engine, "holding", "_held" if isinstance(engine, TableEngine) else None)
 
     def on_completed(self) -> None:
         text = self.det.finish()

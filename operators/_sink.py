@@ -23,6 +23,7 @@ import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextvars import ContextVar, Token
+from operator import attrgetter as operator_attrgetter
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from reactivex import Observable, abc
@@ -287,9 +288,12 @@ def done_collecting(token: Token[list[_Stage] | None]) -> None:
     _collecting.reset(token)
 
 
-def attribute_probe(obj: object, name: str) -> Callable[[], bool]:
-    """A probe that reads ``obj.<name>`` as a bool: the property's getter bound to ``obj`` (one
-    call), or an attribute read."""
+def attribute_probe(obj: object, name: str, field: str | None = None) -> Callable[[], bool]:
+    """A probe that reads ``obj.<name>`` as a bool: ``field`` when given (an attribute that is
+    truthy exactly when ``name`` is: read in C, no Python call), else the property's getter bound
+    to ``obj`` (one call), or an attribute read."""
+    if field is not None and hasattr(obj, field):
+        return functools.partial(operator_attrgetter(field), obj)
     attr = getattr(type(obj), name, None)
     if isinstance(attr, property) and attr.fget is not None:
         return functools.partial(attr.fget, obj)

@@ -115,7 +115,10 @@ class _StopSink(TextSink[TextItem]):
         return self.matcher.holding
 
     def holding_probe(self) -> Callable[[], bool]:
-        return attribute_probe(self.matcher, "holding")
+        matcher = self.matcher  # what is truthy exactly while it holds text: read without a call
+        return attribute_probe(
+            matcher, "holding", "_held_len" if isinstance(matcher, StopMatcher) else "_pending"
+        )
 
     checks_end = True
 
