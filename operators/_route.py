@@ -14,7 +14,7 @@ from rxstream.channels import RouteSpec, Segment, route_spec
 from rxstream.channels._presets import preset
 from rxstream.channels._router import CompiledRoute, Router
 
-from ._sink import OperatorSink, describe, operator
+from ._sink import OperatorSink, attribute_probe, describe, operator
 
 __all__ = ["resolve_spec", "route"]
 
@@ -40,7 +40,7 @@ def resolve_spec(spec: Any, *, default: str | None = None, owner: str = "route")
 
 
 class _RouteSink(OperatorSink[Any, Segment]):
-    __slots__ = ("compiled", "kind", "prompt", "router")
+    __slots__ = ("compiled", "held_now", "kind", "prompt", "router")
 
     def __init__(
         self,
@@ -53,17 +53,14 @@ class _RouteSink(OperatorSink[Any, Segment]):
         self.compiled = compiled
         self.prompt = prompt
         self.router: Router | None = None
+        self.held_now = False
         self.kind: type = str
 
     def holding(self) -> bool:
         return self.router is not None and bool(self.router.held)
 
     def holding_probe(self) -> Callable[[], bool]:
-        def probe() -> bool:  # ``holding`` in one call (the meter asks after every item)
-            router = self.router
-            return router is not None and router.holding
-
-        return probe
+        return attribute_probe(self, "holding", "held_now")  # set after each item: read in C
 
     def run(self, source: Observable[Any], scheduler: abc.SchedulerBase | None) -> abc.DisposableBase:
         self.subscribe_to(source, self._next, scheduler)
@@ -78,6 +75,7 @@ class _RouteSink(OperatorSink[Any, Segment]):
             if router is None or type(value) is not self.kind:
                 router = self._start(value)
             segments = router.feed(value) if self.kind is str else router.feed_piece(value)
+            self.held_now = router.holding  # for the meter: read after the item, without a call
             on_next = self.observer.on_next
             for segment in segments:
                 if self.done:

@@ -76,15 +76,20 @@ def post_cancel_wire(pool: WirePool, url: str) -> None:
     host, port, path = target
 
     async def post() -> None:
-        conn = None
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(CANCEL_TIMEOUT):
-                conn = await pool.connect(host, port)
-                await conn.send(pool.request(host, port, path, b"{}"))
-                await conn.read_all()
-                conn.release()
-                conn = None
-        if conn is not None:
-            conn.abort()
+        for _attempt in (0, 1):  # an idle connection the server had closed: once more on a new one
+            conn = None
+            try:
+                async with asyncio.timeout(CANCEL_TIMEOUT):
+                    conn = await pool.connect(host, port)
+                    await conn.send(pool.request(host, port, path, b"{}"))
+                    await conn.read_all()
+                    conn.release()
+                    return
+            except Exception:
+                if conn is not None:
+                    conn.abort()
+                    if conn.reused and not conn.received:
+                        continue
+                return
 
     _spawn(post())
