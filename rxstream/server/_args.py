@@ -130,20 +130,14 @@ def _add_resume_arguments(parser: argparse.ArgumentParser, defaults: ServerLimit
         help="seconds a streamed generation goes on after its client left, so that the client can "
         f"resume it with Last-Event-ID (0: cancel at once; default {defaults.resume_grace:g})",
     )
-    parser.add_argument(
-        "--resume-buffer-mb",
-        type=float,
-        default=defaults.resume_buffer_bytes / 2**20,
-        metavar="MB",
-        help="replay buffer per stream, in MiB (default %(default)g)",
-    )
-    parser.add_argument(
-        "--resume-total-mb",
-        type=float,
-        default=defaults.resume_total_bytes / 2**20,
-        metavar="MB",
-        help="all replay buffers together, in MiB (default %(default)g)",
-    )
+    for name, what in (("buffer", "replay buffer per stream"), ("total", "all replay buffers together")):
+        parser.add_argument(
+            f"--resume-{name}-mb",
+            type=float,
+            default=getattr(defaults, f"resume_{name}_bytes") / 2**20,
+            metavar="MB",
+            help=f"{what}, in MiB (default %(default)g)",
+        )
 
 
 _OPTIONS = {

@@ -208,7 +208,9 @@ class SharedStream:
         """Send the events after number ``after`` with ``send``: what the buffer holds, then
         each new event as the producer appends it (to a caught-up reader the producer sends
         itself), a keep-alive comment after ``keepalive`` seconds of silence; return at the
-        stream's end or when a send fails."""
+        stream's end or when a send fails. A reader whose cursor the buffer moved past (it was
+        not reading: no back-pressure holds it for a reader that left) gets ``cursor_expired``:
+        events are never skipped silently."""
         loop = asyncio.get_running_loop()
         reader = _Reader(after, loop.time())
         self._join(reader)
@@ -263,39 +265,6 @@ class SharedStream:
 
         ticker.handle = loop.call_later(keepalive, tick)
         return ticker
-
-    async def follow(self, after: int, keepalive: float | None) -> AsyncIterator[bytes]:
-        """The events after number ``after`` as an async iterator (a reader that fetches each
-        batch itself; :meth:`serve` is the responses' faster path), a keep-alive comment after
-        ``keepalive`` seconds of silence."""
-        loop = asyncio.get_running_loop()
-        reader = _Reader(after, loop.time())
-        self._join(reader)
-        tick = self._ticker(reader, keepalive)
-        try:
-            while True:
-                if reader.cursor < self.base - 1:
-                    # the buffer moved past this reader (it was not reading: no back-pressure
-                    # holds it for a reader that left); never skip events silently
-                    yield self._expired(reader)
-                    return
-                if reader.cursor < self.last:
-                    yield self._batch(reader)
-                    reader.sent = loop.time()
-                    continue
-                if self.done:
-                    return
-                reader.waiter = loop.create_future()
-                await reader.waiter
-                reader.waiter = None
-                if reader.ping:
-                    reader.ping = False
-                    yield KEEPALIVE
-                    reader.sent = loop.time()
-        finally:
-            if tick is not None:
-                tick.cancel()
-            self._leave(reader)
 
     def _join(self, reader: _Reader) -> None:
         self.readers.add(reader)

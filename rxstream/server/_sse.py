@@ -1,12 +1,12 @@
-"""Server-sent events: the ``data:`` framing and a response that streams events until the
-client leaves (a disconnect cancels the iterator that makes them)."""
+"""Server-sent events: the ``data:`` framing, and the response that sends a resumable stream's
+events from a cursor until the client leaves (a disconnect ends only that response)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from starlette.responses import Response
@@ -14,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from ._replay import SharedStream
 
-__all__ = ["EventStreamResponse", "StreamResponse", "named_sse", "sse", "until_disconnect"]
+__all__ = ["StreamResponse", "named_sse", "sse", "until_disconnect"]
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 """One encoder for every event (``json.dumps`` with options builds a new one per call)."""
@@ -59,38 +59,6 @@ def named_sse(payload: Mapping[str, Any]) -> bytes:
     """A named event: an ``event:`` line with the payload's ``type`` (the Responses and Messages
     APIs; their SDKs read it)."""
     return f"event: {payload['type']}\ndata: {_encode(payload)}\n\n".encode()
-
-
-class EventStreamResponse(Response):
-    """Server-sent events from an async iterator of bytes; a disconnect cancels the iterator."""
-
-    media_type = "text/event-stream"
-
-    def __init__(self, events: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> None:
-        # no body: like StreamingResponse, so that no Content-Length header is set
-        self.status_code = 200
-        self.background = None
-        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})})
-        self.events = events
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        events = self.events
-
-        async def pump() -> None:
-            try:
-                await send(
-                    {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-                )
-                async for chunk in events:
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            finally:
-                aclose = getattr(events, "aclose", None)
-                if aclose is not None:
-                    await aclose()
-
-        with contextlib.suppress(OSError):
-            await until_disconnect(receive, pump())
 
 
 class StreamResponse(Response):

@@ -70,10 +70,13 @@ def test_a_slow_reader_holds_the_producer_back_and_loses_nothing() -> None:
         hub = ReplayHub(grace=10, stream_bytes=300, total_bytes=10_000)
         stream = hub.open("s", "/p", produce(40, 100), ending)
         got: list[bytes] = []
-        async for chunk in stream.follow(0, None):
+
+        async def send(chunk: bytes) -> None:
             got.append(chunk)
             await asyncio.sleep(0.002)
             assert stream.size <= 300 + 100  # never more than the budget (and the one event)
+
+        await stream.serve(0, send, None)
         events = [e for c in got for e in c.split(b"\n\n") if e]
         ids = [e.split(b"\n")[0] for e in events]
         assert ids == [b"id: s:%d" % n for n in range(1, 41)]
@@ -85,13 +88,28 @@ def test_a_reader_left_behind_is_told_so() -> None:
     async def main() -> None:
         hub = ReplayHub(grace=10, stream_bytes=300, total_bytes=10_000)
         stream = hub.open("s", "/p", produce(30, 100), ending)
-        follow = stream.follow(0, None)
-        first = await follow.__anext__()  # the reader joined and read the first events...
+        sent: list[bytes] = []
+        stalled = asyncio.Event()
+
+        async def stuck(chunk: bytes) -> None:  # the reader takes the first events, then hangs
+            sent.append(chunk)
+            stalled.set()
+            await asyncio.Event().wait()
+
+        reader = asyncio.ensure_future(stream.serve(0, stuck, None))
+        await stalled.wait()  # the reader joined and read the first events...
+        first = sent[0]
         assert first.startswith(b"id: s:1\n")
-        await follow.aclose()  # ... and left: nothing holds the producer now
+        reader.cancel()  # ... and left: nothing holds the producer now
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
         await drain(hub)
-        late = stream.follow(1, None)  # a cursor the buffer moved past
-        last = [chunk async for chunk in late]
+        last: list[bytes] = []
+
+        async def keep(chunk: bytes) -> None:
+            last.append(chunk)
+
+        await stream.serve(1, keep, None)  # a cursor the buffer moved past
         assert last == [b"data: cursor_expired 2\n\n"]
 
     asyncio.run(main())
@@ -102,13 +120,15 @@ def test_grace_then_cancel_then_forget() -> None:
         hub = ReplayHub(grace=0.05, stream_bytes=10_000, total_bytes=100_000)
         gate = asyncio.Event()  # the generation never goes on by itself: only the cancel ends it
         stream = hub.open("s", "/p", produce(5, 50, gate), ending)
-        follow = stream.follow(0, None)
-        task = asyncio.ensure_future(follow.__anext__())
+
+        async def ignore(_chunk: bytes) -> None:
+            pass
+
+        task = asyncio.ensure_future(stream.serve(0, ignore, None))
         await asyncio.sleep(0.01)
-        task.cancel()
+        task.cancel()  # the one client leaves
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        await follow.aclose()
         await asyncio.sleep(0.3)
         assert stream.done and hub.abandoned == 1  # cancelled when the grace period was over
         assert "s" not in hub.streams and hub.total == 0  # and forgotten one grace period later
