@@ -123,6 +123,10 @@ class BatchRow:
         self.next_token = token
         if self.cancelled:
             return
+        constraint = self.sampler.constraint
+        if constraint is not None and constraint.finished:  # only an end-of-sequence id is left
+            self.end(Finish(FinishReason.EOS))
+            return
         if self.produced >= call.params.max_new_tokens or len(self.prompt) + self.produced >= call.max_length:
             self.end(Finish(FinishReason.LENGTH))
 
