@@ -25,9 +25,11 @@ from ._batch_config import idle_stats
 from ._config import DecoderConfig
 from ._forward import forward_pass
 from ._generation import GenerateCall, generate_observable
+from ._grammar import ModelGrammars
 from ._kvcache import batch_layout
 from ._loader import check_load_args, load_directory, open_plain_session
 from ._model_checks import batch_config, check_call_args, check_prompt, check_prompts, row_finish
+from ._model_text import ModelText
 from ._pretrained import pretrained_path
 from ._sampling import check_int, check_logprobs
 from ._scheduler import BatchConfig, BatchScheduler, batched_observable
@@ -36,7 +38,7 @@ from ._session import DecoderSession, Provider
 __all__ = ["OnnxModel"]
 
 
-class OnnxModel:
+class OnnxModel(ModelText):
     """A decoder-only language model run by ONNX Runtime, producing token ids as ``Observable[int]``.
 
     Load with :meth:`load` (a model directory in the Hugging Face Optimum layout, or one written by
@@ -79,10 +81,10 @@ class OnnxModel:
         self._spinning = spinning
         self._active = 0
         self._active_lock = threading.Lock()
-        self._grammars: GrammarTokenizer | None = None
         self.vocab_size = (
             config.vocab_size if config is not None else tokenizer.get_vocab_size(with_added_tokens=True)
         )
+        self._grammars = ModelGrammars(tokenizer, self.vocab_size, self._eos)
         self.max_length = config.max_position_embeddings if config is not None else 1 << 30
         self._batching = batching if batching is not None and batch_layout(session) is not None else None
         self._batcher: BatchScheduler | None = None
@@ -188,11 +190,6 @@ class OnnxModel:
         return self.max_length if self.config is not None else None
 
     @property
-    def has_chat_template(self) -> bool:
-        """Whether :meth:`encode_chat` can work."""
-        return self._chat_template is not None
-
-    @property
     def batching(self) -> BatchConfig | None:
         """How concurrent :meth:`generate` subscriptions are batched, or None when each runs its
         own loop (batching off, or a graph whose attention cannot take rows of different lengths:
@@ -220,39 +217,6 @@ class OnnxModel:
     def active_generations(self) -> int:
         """How many generation loops are running right now (0 once every subscription has ended)."""
         return self._active
-
-    # ------------------------------------------------------------------ text
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (no special tokens added)."""
-        return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
-
-    @property
-    def chat_template(self) -> str | None:
-        """The source of the model's chat template (Jinja2), or None when it has none."""
-        return None if self._chat_template is None else self._chat_template.source
-
-    def render_chat(
-        self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True, **template_vars: Any
-    ) -> str:
-        """The prompt text of ``messages`` under the model's chat template.
-
-        ``template_vars`` are passed to the template as they are (``tools=[...]`` for a template that
-        renders tools, ``enable_thinking=False``, ...), as transformers' ``apply_chat_template`` does.
-        """
-        if self._chat_template is None:
-            raise ValueError(
-                f"OnnxModel: {self.directory} has no chat template (tokenizer_config.json chat_template)"
-            )
-        return self._chat_template.render(
-            messages, add_generation_prompt=add_generation_prompt, **template_vars
-        )
-
-    def encode_chat(
-        self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True, **template_vars: Any
-    ) -> list[int]:
-        """Token ids of ``messages`` rendered with the model's chat template (``template_vars`` as in
-        :meth:`render_chat`)."""
-        return self.encode(self.render_chat(messages, add_generation_prompt, **template_vars))
 
     # ------------------------------------------------------------------ raw forward
     def forward(
@@ -344,13 +308,9 @@ class OnnxModel:
         top-p and the repetition penalty (as vLLM reports by default; see
         :func:`~rxstream.backends.onnx.token_logprobs`).
 
-        ``grammar`` (a :class:`~rxstream.structured.Grammar`, as
-        :func:`~rxstream.structured.compose` builds it) constrains decoding: each run's ids are
-        chosen only among those the grammar allows next (the logits of the others are ``-inf``
-        before sampling; the reported log-probabilities stay the model's own), and an
-        end-of-sequence id is allowed only where the grammar is complete. A batch computes its
-        rows' masks together. A grammar that does not compile for the tokenizer raises
-        :class:`~rxstream.structured.GrammarError` here.
+        ``grammar`` (:func:`~rxstream.structured.compose`) constrains decoding: ids it forbids get
+        ``-inf`` logits before sampling (the logprobs stay the model's own), EOS only where it is
+        complete; one that does not compile raises :class:`~rxstream.structured.GrammarError`.
         """
         args = SamplingParams.from_kwargs(params, sampling, "generate", self.default_sampling)
         prompt = check_prompt(prompt_ids, "generate", self.vocab_size, self.max_length)
@@ -358,7 +318,9 @@ class OnnxModel:
         if ready is not None and not callable(ready):
             raise TypeError(f"generate: ready must be callable or None, got {ready!r}")
         k = check_logprobs("generate", logprobs)
-        call = self._call(self._session, args, stops, scheduler, k, self._checked_grammar(grammar))
+        call = self._call(
+            self._session, args, stops, scheduler, k, self._grammars.checked(grammar, "generate")
+        )
         if self._batching is not None and scheduler is None:
             return batched_observable(self._scheduler, call, prompt, on_finish, args.seed, ready)
         return generate_observable(call, prompt, on_finish, ready)
@@ -421,38 +383,14 @@ class OnnxModel:
     ) -> GenerateCall:
         """What a checked generate call needs to run on ``session``."""
         eos: frozenset[int] = frozenset() if args.ignore_eos else self._eos
-        grammars = self.grammar_tokenizer if grammar is not None else None
-        return GenerateCall(
-            session,
-            self.max_length,
-            self.vocab_size,
-            args,
-            stops,
-            eos,
-            scheduler,
-            self._track,
-            logprobs,
-            grammar,
-            grammars,
-        )
+        grammars = self._grammars.tokenizer() if grammar is not None else None
+        fixed = (session, self.max_length, self.vocab_size, args, stops, eos, scheduler, self._track)
+        return GenerateCall(*fixed, logprobs, grammar, grammars)
 
     @property
     def grammar_tokenizer(self) -> GrammarTokenizer:
-        """The tokenizer as the grammar engine sees it, and the grammars compiled for it (made
-        on first use: about 0.2 s for a 49k vocabulary)."""
-        with self._active_lock:
-            if self._grammars is None:
-                self._grammars = GrammarTokenizer(self._tokenizer, self.vocab_size, self._eos)
-            return self._grammars
-
-    def _checked_grammar(self, grammar: Grammar | None) -> Grammar | None:
-        """``grammar``, compiled once for the tokenizer now (so that a bad one raises here)."""
-        if grammar is None:
-            return None
-        if not isinstance(grammar, Grammar):
-            raise TypeError(f"generate: grammar must be a rxstream.structured.Grammar, got {type(grammar).__name__}")
-        self.grammar_tokenizer.constraint(grammar)
-        return grammar
+        """The tokenizer as the grammar engine sees it, and the grammars compiled for it."""
+        return self._grammars.tokenizer()
 
     # ------------------------------------------------------------------ batches
     def _plain_session(self) -> DecoderSession:

@@ -76,9 +76,7 @@ def _symbol(text: str, tid: int | None) -> str:
     return f"<[{tid}]>" if tid is not None else json.dumps(text, ensure_ascii=False)
 
 
-def _reasoning_rules(
-    region: Region, inside: bool, special_id: SpecialId
-) -> tuple[str, list[str]] | None:
+def _reasoning_rules(region: Region, inside: bool, special_id: SpecialId) -> tuple[str, list[str]] | None:
     """The Lark rule that lets a reasoning region through (None: it cannot close)."""
     opener = _first_delim(region.open, special_id)
     closer = _first_delim(region.close, special_id)
@@ -176,7 +174,9 @@ def compose(
     strict_tools = choice == "auto" and any(t.get("function", t).get("strict") for t in tools)
     if not forced and not strict_tools and not output.constrained:
         return None
-    chosen = [t for t in tools if t.get("function", t).get("name") == named] if choice == "named" else list(tools)
+    chosen = (
+        [t for t in tools if t.get("function", t).get("name") == named] if choice == "named" else list(tools)
+    )
     rules: list[str] = []
     grammars: list[dict[str, Any]] = []
     lead = ""

@@ -251,7 +251,9 @@ def fill_masks(constraints: Sequence[TokenConstraint]) -> None:
             c._fill()
         return
     batch = np.zeros((len(todo), words), np.int32)
-    _llg_numpy().fill_next_token_bitmask_par(_executor(), [(c._matcher, i) for i, c in enumerate(todo)], batch)
+    _llg_numpy().fill_next_token_bitmask_par(
+        _executor(), [(c._matcher, i) for i, c in enumerate(todo)], batch
+    )
     for i, c in enumerate(todo):
         c._bits = batch[i : i + 1]
         c._ready = True

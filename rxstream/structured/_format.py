@@ -127,7 +127,9 @@ class OutputFormat:
         if kind in ("regex", "grammar"):
             value = raw.get(kind)
             if not isinstance(value, str) or not value:
-                raise OutputFormatError(f"response_format.{kind} must be a non-empty string", f"response_format.{kind}")
+                raise OutputFormatError(
+                    f"response_format.{kind} must be a non-empty string", f"response_format.{kind}"
+                )
             return cls(kind, pattern=value)
         return cls._from_json_schema(raw.get("json_schema"))
 
@@ -141,7 +143,9 @@ class OutputFormat:
             raise OutputFormatError(f"{where}: unknown fields {unknown}", where)
         name = spec.get("name", "")
         if not isinstance(name, str) or len(name) > 64:
-            raise OutputFormatError(f"{where}.name must be a string of at most 64 characters", f"{where}.name")
+            raise OutputFormatError(
+                f"{where}.name must be a string of at most 64 characters", f"{where}.name"
+            )
         strict = spec.get("strict")
         if strict is not None and not isinstance(strict, bool):
             raise OutputFormatError(f"{where}.strict must be a boolean", f"{where}.strict")
@@ -160,9 +164,15 @@ class OutputFormat:
         Raises:
             OutputFormatError: naming the option.
         """
-        given = [(k, v) for k, v in (("json-schema", json_schema), ("regex", regex), ("grammar", grammar)) if v is not None]
+        given = [
+            (k, v)
+            for k, v in (("json-schema", json_schema), ("regex", regex), ("grammar", grammar))
+            if v is not None
+        ]
         if len(given) > 1:
-            raise OutputFormatError(f"give one of --{given[0][0]} and --{given[1][0]}, not both", "--" + given[1][0])
+            raise OutputFormatError(
+                f"give one of --{given[0][0]} and --{given[1][0]}, not both", "--" + given[1][0]
+            )
         if not given:
             return cls()
         option, value = given[0]
@@ -170,7 +180,9 @@ class OutputFormat:
             try:
                 schema = json.loads(value)
             except ValueError as exc:
-                raise OutputFormatError(f"--json-schema: not JSON: {_one_line(str(exc), 120)}", "--json-schema") from None
+                raise OutputFormatError(
+                    f"--json-schema: not JSON: {_one_line(str(exc), 120)}", "--json-schema"
+                ) from None
             try:
                 return cls.json_schema(schema, strict=True)
             except OutputFormatError as exc:
@@ -230,7 +242,9 @@ class OutputFormat:
         try:
             text = json.dumps(entry, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
-            raise OutputFormatError(f"the schema is not JSON: {_one_line(str(exc), 120)}", self._field()) from None
+            raise OutputFormatError(
+                f"the schema is not JSON: {_one_line(str(exc), 120)}", self._field()
+            ) from None
         if len(text.encode()) > MAX_FORMAT_BYTES:
             raise OutputFormatError(
                 f"the {self.kind.replace('_', ' ')} is {len(text.encode())} bytes, more than the "
