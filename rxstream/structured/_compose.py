@@ -174,9 +174,10 @@ def compose(
     strict_tools = choice == "auto" and any(t.get("function", t).get("strict") for t in tools)
     if not forced and not strict_tools and not output.constrained:
         return None
-    chosen = (
-        [t for t in tools if t.get("function", t).get("name") == named] if choice == "named" else list(tools)
-    )
+    chosen = list(tools)
+    if choice == "named":  # one call, of that function
+        chosen = [t for t in tools if t.get("function", t).get("name") == named]
+        parallel = False
     rules: list[str] = []
     grammars: list[dict[str, Any]] = []
     lead = ""
