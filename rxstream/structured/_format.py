@@ -254,6 +254,10 @@ class OutputFormat:
         from ._engine import validate_entry
 
         problem = validate_entry(text)
+        if problem and self.kind == "regex" and "regex parse error" in problem:
+            reason = problem.rsplit("error:", 1)[-1].split(" | ")[0].strip()
+            problem = f"invalid regular expression {self.pattern!r}: {reason}"
+            raise OutputFormatError(_one_line(problem), self._field())
         if problem:
             raise OutputFormatError(f"{self.kind.replace('_', ' ')}: {_one_line(problem)}", self._field())
         return text
