@@ -211,7 +211,8 @@ def plan_chat(
         parse_tools=parse,
         native_tools=native,
         skip_special_tokens=base is None or not base.special_delimiters,
-        parallel_tool_calls=parallel_tool_calls,
+        # a grammar that forces one call ends the generation after it: nothing to cut
+        parallel_tool_calls=parallel_tool_calls or (grammar is not None and not opening and bool(active)),
         grammar=grammar,
     )
 
