@@ -66,6 +66,7 @@ def _delim(d: Any, special_id: SpecialId) -> tuple[str, int | None]:
 
 
 def _first_delim(delims: Sequence[Any], special_id: SpecialId) -> tuple[str, int | None] | None:
+    """The first delimiter that is text or a special token (what a forced call opens with)."""
     for d in delims:
         if isinstance(d, str | SpecialToken):
             return _delim(d, special_id)
@@ -76,23 +77,36 @@ def _symbol(text: str, tid: int | None) -> str:
     return f"<[{tid}]>" if tid is not None else json.dumps(text, ensure_ascii=False)
 
 
-def _reasoning_rules(region: Region, inside: bool, special_id: SpecialId) -> tuple[str, list[str]] | None:
-    """The Lark rule that lets a reasoning region through (None: it cannot close)."""
-    opener = _first_delim(region.open, special_id)
-    closer = _first_delim(region.close, special_id)
-    if closer is None or (opener is None and not inside):
-        return None
-    text, tid = closer
-    if tid is None:
-        body = [f"think_body[lazy]: /(?s:.*){_rx_escape(text)}/"]
-        tail = "think_body"
-    else:
-        body = ["THINK_TEXT: /(?s:.*)/"]
-        tail = f"THINK_TEXT {_symbol(text, tid)}"
+def _reasoning_rules(region: Region, inside: bool, special_id: SpecialId) -> tuple[str, list[str]]:
+    """The Lark rules that let a reasoning region through, unconstrained (``inside``: the prompt
+    opened it). Any of its closing delimiters closes it.
+
+    Raises:
+        UnsupportedConstraint: a delimiter that is a regular expression, or no closing one.
+    """
+    if any(not isinstance(d, str | SpecialToken) for d in (*region.open, *region.close)):
+        raise UnsupportedConstraint(
+            "a reasoning delimiter that is a regular expression cannot be constrained around"
+        )
+    if not region.close:
+        raise UnsupportedConstraint("a reasoning region that never closes leaves no answer to constrain")
+    closers = [_delim(d, special_id) for d in region.close]
+    texts = [t for t, tid in closers if tid is None]
+    specials = [tid for _t, tid in closers if tid is not None]
+    body: list[str] = []
+    ends: list[str] = []
+    if texts:
+        alternatives = "|".join(_rx_escape(t) for t in texts)
+        body.append(f"think_body[lazy]: /(?s:.*)({alternatives})/")
+        ends.append("think_body")
+    if specials:
+        body.append("THINK_TEXT: /(?s:.*)/")
+        ends += [f"THINK_TEXT <[{tid}]>" for tid in specials]
+    tail = f"({' | '.join(ends)})" if len(ends) > 1 else ends[0]
     if inside:
         return f"lead: {tail} GAP", body
-    assert opener is not None
-    return f"lead: ({_symbol(*opener)} {tail} GAP)?", body
+    openers = " | ".join(_symbol(*_delim(d, special_id)) for d in region.open)
+    return f"lead: (({openers}) {tail} GAP)?", body
 
 
 def call_schema(tool: Mapping[str, Any], key: str = "arguments") -> dict[str, Any]:
@@ -186,12 +200,10 @@ def compose(
         reasoning = spec.channel_of("reasoning")
         region = next((r for r in spec.regions if r.channel == reasoning), None)
         if region is not None:
-            found = _reasoning_rules(region, start_channel == reasoning, special_id)
-            if found is not None:
-                rule, body = found
-                rules += [rule, *body]
-                lead = "lead "
-                words.append("after free reasoning")
+            rule, body = _reasoning_rules(region, start_channel == reasoning, special_id)
+            rules += [rule, *body]
+            lead = "lead "
+            words.append("after free reasoning")
         content = spec.channel_of("content")
         if content is not None and content != spec.default:
             raise UnsupportedConstraint(
