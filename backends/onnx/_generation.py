@@ -206,6 +206,7 @@ class _Generation:
         produced = 0
         has_positions = call.session.has_position_ids
         plain = call.logprobs is None
+        constraint = getattr(sampler, "constraint", None)
         while True:
             while self._ready is not None and not self.cancelled and not self._ready():
                 time.sleep(_READY_POLL)  # the consumer is behind: wait for it
@@ -227,7 +228,7 @@ class _Generation:
             if self.cancelled:
                 return None
             observer.on_next(token if plain else token_item(call, token, row))
-            if sampler.constraint is not None and sampler.constraint.finished:
+            if constraint is not None and constraint.finished:
                 return Finish(FinishReason.EOS)  # the grammar is complete: only EOS is left
             produced += 1
             total += 1

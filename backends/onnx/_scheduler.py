@@ -356,9 +356,7 @@ class BatchScheduler:
                 row.fail(exc)
             return
         self._steps += 1
-        constrained = [
-            r.sampler.constraint for r in rows if r.sampler.constraint is not None and not r.cancelled
-        ]
+        constrained = [r.constraint for r in rows if r.constraint is not None and not r.cancelled]
         if len(constrained) > 1:  # the rows' masks at once, in parallel
             fill_masks(constrained)
         for row, row_logits in zip(rows, logits, strict=True):
