@@ -34,7 +34,7 @@ Channels (reasoning, answer, tool calls; SEMANTICS §8):
   (:class:`MessageEvents` is its engine; ``POST /v1/messages`` runs it).
 
 Structured output: :func:`json_patches` -- a JSON answer or a call's arguments as settled values
-(RFC 6902 ``add`` operations, :class:`JsonPatch`; :func:`apply_patch` applies one) as they stream.
+(RFC 6902 ``add`` operations, :class:`JsonPatch`, whose ``apply`` applies one) as they stream.
 
 Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
 
@@ -66,7 +66,7 @@ from ._checkpoint import Checkpoint, SnapshotError, checkpoint
 from ._deltas import deltas
 from ._detokenize import detokenize
 from ._hold_back import hold_back
-from ._json_patches import JsonPatch, apply_patch, json_patches
+from ._json_patches import JsonPatch, json_patches
 from ._max_tokens import max_tokens
 from ._measure import Meter, measure
 from ._messages_events import MessageEvents, messages_events
@@ -92,7 +92,6 @@ __all__ = [
     "OperatorFigures",
     "SnapshotError",
     "StageFigures",
-    "apply_patch",
     "channels",
     "chat_pipeline",
     "checkpoint",

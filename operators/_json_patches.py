@@ -24,7 +24,7 @@ from rxstream.chat import TextDelta
 
 from ._sink import OperatorSink, describe, operator
 
-__all__ = ["JsonPatch", "apply_patch", "json_patches"]
+__all__ = ["JsonPatch", "json_patches"]
 
 Pointer = tuple[str | int, ...]
 
@@ -58,22 +58,25 @@ class JsonPatch:
         """The RFC 6902 operation: ``{"op": "add", "path": ..., "value": ...}``."""
         return {"op": "add", "path": self.path, "value": self.value}
 
-
-def apply_patch(document: Any, patch: JsonPatch) -> Any:
-    """``document`` with ``patch`` applied (RFC 6902 ``add``: a member is set, a list index equal
-    to the list's length appends); returns the document (a new root for the root's patch)."""
-    if not patch.pointer:
-        return patch.value
-    target = document
-    for part in patch.pointer[:-1]:
-        target = target[part]
-    last = patch.pointer[-1]
-    if isinstance(target, list):
-        assert isinstance(last, int)
-        target.insert(last, patch.value)
-    else:
-        target[last] = patch.value
-    return document
+    def apply(self, document: Any) -> Any:
+        """``document`` with this patch applied (RFC 6902 ``add``: a member is set, a list index
+        equal to the list's length appends); returns the document (a new root for the root's
+        patch). An opened object or list is added as a fresh empty one."""
+        value = self.value
+        if isinstance(value, dict | list):
+            value = type(value)(value)
+        if not self.pointer:
+            return value
+        target = document
+        for part in self.pointer[:-1]:
+            target = target[part]
+        last = self.pointer[-1]
+        if isinstance(target, list):
+            assert isinstance(last, int)
+            target.insert(last, value)
+        else:
+            target[last] = value
+        return document
 
 
 def json_patches(*, max_depth: int = DEFAULT_MAX_DEPTH) -> Callable[[Observable[Any]], Observable[JsonPatch]]:
@@ -83,7 +86,7 @@ def json_patches(*, max_depth: int = DEFAULT_MAX_DEPTH) -> Callable[[Observable[
     ``json_schema`` format), :class:`~rxstream.chat.TextDelta` of the answer (``content``) and
     :class:`~rxstream.channels.ToolCallDelta` (each call's arguments, a document of its own); other
     items (reasoning, tool-call starts and ends) are skipped. Each value becomes a
-    :class:`JsonPatch`: a consumer that applies them (:func:`apply_patch`) holds, after the last,
+    :class:`JsonPatch`: a consumer that applies them (:meth:`JsonPatch.apply`) holds, after the last,
     the same object as ``json.loads`` of the whole text, for every chunking of the text -- and
     before that, every settled part of it. A string is settled at its closing quote, a number at
     the character after it, ``true``/``false``/``null`` at their last letter, an object or list
@@ -94,9 +97,10 @@ def json_patches(*, max_depth: int = DEFAULT_MAX_DEPTH) -> Callable[[Observable[
 
     Marble diagram::
 
-        source:   -a--b--c-|      a='{"n": 1', b='2, "t": [tr', c='ue]}'
+        source:   -a---b-----c-|     a='{"n": 1', b='2, "t": [tr', c='ue]}'
         operator: json_patches()
-        result:   -x--(yz)-w-|    x=add "" {}, y=add /n 12, z=add /t [], w=add /t/0 true
+        result:   -x---(yz)-----w-|  x=JsonPatch((), {}), y=JsonPatch(("n",), 12)
+        ...                          z=JsonPatch(("t",), []), w=JsonPatch(("t", 0), True)
     """
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
         raise ValueError(f"json_patches: max_depth must be a positive int, got {max_depth!r}")
@@ -135,7 +139,7 @@ class _Document:
                 continue
             if kind == ERROR:
                 where = "the answer" if call is None else f"tool call {call}'s arguments"
-                raise ValueError(f"json_patches: {where} are not JSON at character {event[1]}: {event[2]}")
+                raise ValueError(f"json_patches: not JSON in {where} at character {event[1]}: {event[2]}")
             if frames:
                 top = frames[-1]
                 if top[1]:
@@ -190,8 +194,8 @@ class _PatchSink(OperatorSink[Any, JsonPatch]):
             raise TypeError(f"json_patches: expected text or tool-call deltas, got {describe(value)}")
 
     def on_completed(self) -> None:
-        self.done = True
-        for doc in [self.answer, *self.calls.values()]:
+        for doc in [self.answer, *self.calls.values()]:  # an error here goes to on_error
             if doc is not None:
                 doc.finish(self.observer.on_next)
+        self.done = True
         self.observer.on_completed()

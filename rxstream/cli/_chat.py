@@ -243,7 +243,7 @@ class _ChatSession:
         args, out = self.args, self.out
         recorder = FinishRecorder()
         answer = _Answer(Finish(FinishReason.CANCELLED), time.perf_counter())
-        extra = {} if plan.grammar is None else {"grammar": plan.grammar}
+        extra: dict[str, Any] = {} if plan.grammar is None else {"grammar": plan.grammar}
         source = self.model.generate(prompt, params=self.params, on_finish=recorder, **extra).pipe(
             ops.do_action(lambda _id: answer.token_times.append(time.perf_counter()))
         )

@@ -38,8 +38,9 @@ async def prompt_ids(state: ServerState, request: GenerationRequest) -> tuple[li
                 output=request.output,
                 constrain=supports_grammar(model),
             )
-            if plan.grammar is not None:  # compiled now (cached): a bad one is a 400, not a failed stream
-                await asyncio.to_thread(compile_grammar, model, plan.grammar)
+            grammar = plan.grammar
+            if grammar is not None:  # compiled now (cached): a bad one is a 400, not a failed stream
+                await asyncio.to_thread(compile_grammar, model, grammar)
         except UnsupportedChoice as exc:
             raise RequestError(str(exc), param="tool_choice") from None
         except (UnsupportedConstraint, GrammarError) as exc:

@@ -148,7 +148,7 @@ def test_bad_grammars_raise_in_the_call(model: OnnxModel) -> None:
     prompt = model.encode_chat([{"role": "user", "content": "hi"}])
     with pytest.raises(GrammarError, match="does not compile"):
         model.generate(prompt, grammar=Grammar('{"grammars": [{"lark_grammar": "start: nope"}]}'))
-    with pytest.raises(TypeError, match="grammar must be a rxstream.structured.Grammar"):
+    with pytest.raises(TypeError, match=r"grammar must be a rxstream\.structured\.Grammar"):
         model.generate(prompt, grammar="start: x")  # type: ignore[call-overload]
 
 

@@ -146,7 +146,9 @@ _CHARS = st.characters(codec="utf-8", exclude_categories=["Cc", "Cs"])
 """String contents: the engine writes no raw control characters (nor DEL) in a JSON string."""
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(_CHARS, max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(_CHARS, max_size=5), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(_CHARS, max_size=5), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
