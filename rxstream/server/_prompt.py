@@ -38,7 +38,7 @@ async def prompt_ids(state: ServerState, request: GenerationRequest) -> tuple[li
                 output=request.output,
                 constrain=supports_grammar(model),
             )
-            grammar = plan.grammar
+            grammar = plan.grammar if plan is not None else None
             if grammar is not None:  # compiled now (cached): a bad one is a 400, not a failed stream
                 await asyncio.to_thread(compile_grammar, model, grammar)
         except UnsupportedChoice as exc:
