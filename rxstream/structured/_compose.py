@@ -4,7 +4,7 @@ The constraint applies where it should and nowhere else (SEMANTICS §15):
 
 - reasoning is free: the grammar lets the family's reasoning region through unconstrained (to
   its closing delimiter, lazily), and starts at the first answer character after it; a prompt
-  that already opened the reasoning (DeepSeek-R1's ``<think>\\n``) starts the grammar inside it;
+  that already opened the reasoning (a template that ends with ``<think>``) starts the grammar inside it;
 - the answer (the route's content channel) follows the :class:`~._format.OutputFormat`;
 - a tool call's arguments follow the tool's schema: forced calls (``tool_choice`` ``required`` or
   a named function) make the answer one or more calls, and ``strict`` tools make any call the
