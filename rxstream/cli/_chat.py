@@ -351,7 +351,11 @@ def _repl(session: _ChatSession, read: Callable[[str], str]) -> int:
         if not valid_text(line):
             print("that line is not valid UTF-8 text", file=session.err)
             continue
-        answer = session.turn(line)
+        try:
+            answer = session.turn(line)
+        except ValueError as exc:  # a prompt the model refuses (too long for its context)
+            print(f"rxstream chat: {' '.join(str(exc).split())}", file=session.err)
+            continue
         print(session.dim(answer.summary(model.provider)), file=session.err)
         if answer.failure is not None:
             print(f"rxstream chat: {answer.failure}", file=session.err)
@@ -416,4 +420,9 @@ def run_chat(
                 import readline  # noqa: F401  (line editing and history for input())
         return _repl(session, read or input)
     assert prompt_text is not None
-    return session.report(session.turn(prompt_text))
+    try:
+        answer = session.turn(prompt_text)
+    except ValueError as exc:  # a prompt the model refuses (too long for its context)
+        print(f"rxstream chat: {' '.join(str(exc).split())}", file=err)
+        return 1
+    return session.report(answer)
