@@ -199,17 +199,29 @@ def _reasoning(raw: Any) -> dict[str, Any]:
     return {"effort": raw.get("effort"), "summary": None}
 
 
-def _text_format(raw: Any) -> dict[str, Any]:
+def _text_format(raw: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``text.format`` (``text``, ``json_object``, ``json_schema`` with ``name``, ``schema``,
+    ``strict``; rxstream's ``regex`` and ``grammar``): what the response echoes, and the chat
+    body's ``response_format`` (None for text)."""
     _where(raw, "text", Mapping, "an object")
     raw = raw or {}
     if set(raw) - {"format"}:
         raise RequestError(f"text: unknown fields {sorted(set(raw) - {'format'})}", param="text")
     fmt = raw.get("format") or {"type": "text"}
-    if not isinstance(fmt, Mapping) or fmt.get("type") != "text" or set(fmt) != {"type"}:
+    if not isinstance(fmt, Mapping):
         raise RequestError(
-            f'\'text.format\' {fmt!r} is not supported: only {{"type": "text"}}'[:300], param="text.format"
+            "'text.format' must be an object like {'type': 'json_object'}", param="text.format"
         )
-    return {"format": {"type": "text"}}
+    kind = fmt.get("type")
+    if kind == "json_schema":
+        spec = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
+        unknown = sorted(set(fmt) - {"type", "name", "schema", "strict", "description"})
+        if unknown:
+            raise RequestError(f"text.format: unknown fields {unknown}", param="text.format")
+        return {"format": dict(fmt)}, {"type": "json_schema", "json_schema": spec}
+    if kind == "text" and set(fmt) == {"type"}:
+        return {"format": {"type": "text"}}, None
+    return {"format": dict(fmt)}, dict(fmt)
 
 
 def _metadata(raw: Any) -> dict[str, str]:
@@ -264,6 +276,9 @@ def chat_body(
         chat["tool_choice"] = choice
     if body.get("max_output_tokens") is not None:
         chat["max_completion_tokens"] = body["max_output_tokens"]
+    echo_text, response_format = _text_format(body.get("text"))
+    if response_format is not None:  # checked with the chat body (OutputFormat)
+        chat["response_format"] = response_format
     echo = {
         "instructions": instructions,
         "max_output_tokens": body.get("max_output_tokens"),
@@ -273,7 +288,7 @@ def chat_body(
         "reasoning": _reasoning(body.get("reasoning")),
         "store": store is not False,
         "temperature": body.get("temperature"),
-        "text": _text_format(body.get("text")),
+        "text": echo_text,
         "tool_choice": body.get("tool_choice") or ("auto" if tools else "none"),
         "tools": [{"type": "function", "strict": None, **t["function"]} for t in tools or []],
         "top_p": body.get("top_p"),

@@ -143,3 +143,20 @@ def test_a_model_that_cannot_constrain_says_so(smollm2_tokenizer: Tokenizer) -> 
             model="scripted", messages=USER, response_format={"type": "text"}
         )
     assert reply.choices[0].message.content == "The answer is four. Nothing more."
+
+
+def test_the_responses_api_text_format(smollm2_tokenizer: Tokenizer) -> None:
+    fmt = {"type": "json_schema", "name": "sum", "schema": SCHEMA, "strict": True}
+    with serving(replay(smollm2_tokenizer)) as (client, _url, _app):
+        reply = client.responses.create(model="scripted", input="What is 2 + 2?", text={"format": fmt})  # type: ignore[arg-type]
+        events = list(
+            client.responses.create(
+                model="scripted", input="What is 2 + 2?", text={"format": fmt}, stream=True
+            )  # type: ignore[arg-type]
+        )
+    jsonschema.validate(json.loads(reply.output_text), SCHEMA)
+    assert reply.text is not None and reply.text.format.type == "json_schema"
+    done = [e for e in events if e.type == "response.completed"]
+    assert done and done[0].response.output_text == reply.output_text
+    kinds = [item.type for item in reply.output]
+    assert kinds[0] == "reasoning" and "message" in kinds
