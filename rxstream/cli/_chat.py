@@ -198,7 +198,7 @@ class _ChatSession:
             reasoning_format=self.format,
             tools=self.tools,
             tool_choice=self.choice,
-            parallel_tool_calls=self.choice.mode == "auto",  # a forced call: one
+            parallel_tool_calls=self.choice.mode not in ("required", "named"),  # a forced call: one
             parse_tool_calls=True,
             output=self.output,
             constrain=self.constrain,
