@@ -82,17 +82,18 @@ CORPUS: list[tuple[str, str, dict[str, Any]]] = [
         },
     ),
     (
-        "ref-recursive",
-        "Describe a small family tree.",
+        "ref-nested",
+        "Describe a small family: a parent and their children.",
         {
-            "$ref": "#/$defs/node",
+            "$ref": "#/$defs/parent",
             "$defs": {
-                "node": _obj(
+                "person": _obj({"name": _NAME, "age": {"type": "integer", "minimum": 0, "maximum": 120}}),
+                "parent": _obj(
                     {
                         "name": _NAME,
-                        "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2},
+                        "children": {"type": "array", "items": {"$ref": "#/$defs/person"}, "maxItems": 3},
                     }
-                )
+                ),
             },
         },
     ),
@@ -239,4 +240,6 @@ CORPUS: list[tuple[str, str, dict[str, Any]]] = [
         ),
     ),
 ]
-"""(name, question, schema): 32 schemas."""
+"""(name, question, schema): 32 schemas. (A schema that refers to itself without a bound, a
+node whose children are nodes, let greedy SmolLM2 nest until its token budget: such an answer
+ends with ``length``, cut short; the corpus bounds its nesting.)"""
