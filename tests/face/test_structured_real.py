@@ -106,3 +106,41 @@ def test_forced_calls_are_valid_calls(server: ServeProcess, choice: Any) -> None
         call = message.tool_calls[0]
         assert call.function.name == "get_weather"
         jsonschema.validate(json.loads(call.function.arguments), WEATHER["function"]["parameters"])
+
+
+def test_the_readme_command_lines() -> None:
+    """The README's tool-call and JSON lines, in a real process on the real model."""
+    import subprocess
+    from pathlib import Path
+
+    from tests.serve_process import RXSTREAM
+
+    root = Path(__file__).resolve().parents[2]
+    run = [RXSTREAM, "chat", "--provider", "cpu"]
+    tools = subprocess.run(
+        [
+            *run,
+            "--tools",
+            "examples/weather_tools.json",
+            "--tool-choice",
+            "required",
+            "What is the weather in Paris?",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+    )
+    assert tools.returncode == 0, tools.stderr
+    assert tools.stdout == '[tool call] get_weather({"city": "Paris"})\n'
+    person = subprocess.run(
+        [*run, "--json-schema", "examples/person.schema.json", "Invent a person who lives in Rome."],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+    )
+    assert person.returncode == 0, person.stderr
+    value = json.loads(person.stdout)
+    jsonschema.validate(value, json.loads((root / "examples" / "person.schema.json").read_text()))
+    assert value["city"] == "Rome"
