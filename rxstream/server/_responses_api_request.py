@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..structured import OutputFormat, OutputFormatError
 from ._errors import RequestError
 
 __all__ = ["ResponsesRequest", "chat_body", "output_messages"]
@@ -218,10 +219,25 @@ def _text_format(raw: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
         unknown = sorted(set(fmt) - {"type", "name", "schema", "strict", "description"})
         if unknown:
             raise RequestError(f"text.format: unknown fields {unknown}", param="text.format")
+        _check_format({"type": "json_schema", "json_schema": spec})
         return {"format": dict(fmt)}, {"type": "json_schema", "json_schema": spec}
     if kind == "text" and set(fmt) == {"type"}:
         return {"format": {"type": "text"}}, None
+    _check_format(dict(fmt))
     return {"format": dict(fmt)}, dict(fmt)
+
+
+def _check_format(fmt: dict[str, Any]) -> None:
+    """``text.format`` checked here, so that a bad one is a 400 naming ``text.format...``."""
+    try:
+        OutputFormat.from_response_format(fmt)
+    except OutputFormatError as exc:
+        param = exc.field.replace("response_format.json_schema", "text.format")
+        message = str(exc).replace("response_format.json_schema", "text.format")
+        raise RequestError(
+            message.replace("response_format", "text.format"),
+            param=param.replace("response_format", "text.format"),
+        ) from None
 
 
 def _metadata(raw: Any) -> dict[str, str]:
