@@ -33,6 +33,9 @@ Channels (reasoning, answer, tool calls; SEMANTICS §8):
 - :func:`messages_events` -- a chat's items as the Anthropic Messages API's streaming events
   (:class:`MessageEvents` is its engine; ``POST /v1/messages`` runs it).
 
+Structured output: :func:`json_patches` -- a JSON answer or a call's arguments as settled values
+(RFC 6902 ``add`` operations, :class:`JsonPatch`, whose ``apply`` applies one) as they stream.
+
 Threading: :func:`serialize` -- make a multi-threaded source obey the Rx contract.
 
 Resuming: :func:`checkpoint` -- a pipeline whose state a :class:`Checkpoint` snapshots
@@ -63,6 +66,7 @@ from ._checkpoint import Checkpoint, SnapshotError, checkpoint
 from ._deltas import deltas
 from ._detokenize import detokenize
 from ._hold_back import hold_back
+from ._json_patches import JsonPatch, json_patches
 from ._max_tokens import max_tokens
 from ._measure import Meter, measure
 from ._messages_events import MessageEvents, messages_events
@@ -81,6 +85,7 @@ from ._tool_calls import tool_calls
 __all__ = [
     "Channels",
     "Checkpoint",
+    "JsonPatch",
     "MessageEvents",
     "Meter",
     "MeterReport",
@@ -93,6 +98,7 @@ __all__ = [
     "deltas",
     "detokenize",
     "hold_back",
+    "json_patches",
     "max_tokens",
     "measure",
     "messages_events",

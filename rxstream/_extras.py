@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 __all__ = ["EXTRAS", "MissingExtraError", "require_extra"]
 
-_ONNX = ("onnxruntime", "onnx", "gguf", "jinja2", "httpx")
+_ONNX = ("onnxruntime", "onnx", "gguf", "jinja2", "httpx", "llguidance")
 
 EXTRAS: dict[str, tuple[str, ...]] = {
     "onnx": _ONNX,

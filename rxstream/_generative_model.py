@@ -13,7 +13,7 @@ from reactivex import abc
 from ._finish import FinishCallback
 from ._sampling_params import SamplingParams
 
-__all__ = ["GenerativeModel", "supports_logprobs"]
+__all__ = ["GenerativeModel", "compile_grammar", "supports_grammar", "supports_logprobs"]
 
 
 @runtime_checkable
@@ -91,3 +91,28 @@ def supports_logprobs(model: Any) -> bool:
         or (p.name == "logprobs" and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
         for p in params
     )
+
+
+def supports_grammar(model: Any) -> bool:
+    """Whether ``model.generate`` takes a ``grammar`` keyword (a
+    :class:`~rxstream.structured.Grammar`: constrained decoding, as
+    :meth:`rxstream.backends.OnnxModel.generate` does) and the model has a ``grammar_tokenizer``."""
+    generate = getattr(model, "generate", None)
+    if generate is None or not hasattr(type(model), "grammar_tokenizer"):
+        return False
+    try:
+        params = inspect.signature(generate).parameters
+    except (TypeError, ValueError):
+        return False
+    found = params.get("grammar")
+    return found is not None and found.kind is not inspect.Parameter.POSITIONAL_ONLY
+
+
+def compile_grammar(model: Any, grammar: Any) -> None:
+    """Compile ``grammar`` for ``model``'s tokenizer now (blocking; the model caches it), so that
+    one that does not compile is refused before a generation starts.
+
+    Raises:
+        GrammarError: it does not compile.
+    """
+    model.grammar_tokenizer.constraint(grammar)

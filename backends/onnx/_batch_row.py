@@ -26,6 +26,7 @@ class BatchRow:
     __slots__ = (
         "call",
         "cancelled",
+        "constraint",
         "done",
         "failed",
         "finish",
@@ -64,6 +65,8 @@ class BatchRow:
         self.observer = observer
         self.finish = FinishOnce(on_finish)
         self.sampler = make_sampler(call, prompt, seed)
+        self.constraint = getattr(self.sampler, "constraint", None)
+        """The row's grammar state (the scheduler computes a batch's masks together), or None."""
         self.ready = ready
         self.reserved = min(len(prompt) + call.params.max_new_tokens, call.max_length)
         self.state = "waiting"  # waiting, prefill, follow, decode, done
@@ -122,6 +125,10 @@ class BatchRow:
         self.generated.append(token)
         self.next_token = token
         if self.cancelled:
+            return
+        constraint = self.constraint
+        if constraint is not None and constraint.finished:  # only an end-of-sequence id is left
+            self.end(Finish(FinishReason.EOS))
             return
         if self.produced >= call.params.max_new_tokens or len(self.prompt) + self.produced >= call.max_length:
             self.end(Finish(FinishReason.LENGTH))

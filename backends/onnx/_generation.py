@@ -22,6 +22,7 @@ from reactivex.disposable import Disposable
 from reactivex.scheduler import ThreadPoolScheduler
 
 from rxstream import Finish, FinishCallback, FinishOnce, FinishReason, Piece, SamplingParams
+from rxstream.structured import Grammar, GrammarTokenizer
 
 from ._sampling import Sampler, token_logprobs
 from ._session import DecoderSession
@@ -66,6 +67,10 @@ class GenerateCall:
     """Counts running loops on the model (``+1`` when a loop starts, ``-1`` when it ends)."""
     logprobs: int | None = None
     """None: emit ids; k: emit a :class:`~rxstream.Piece` per id with its logprob and k alternatives."""
+    grammar: Grammar | None = None
+    """The generation's grammar (each run gets its own :class:`~rxstream.structured.TokenConstraint`)."""
+    grammars: GrammarTokenizer | None = None
+    """The model's tokenizer for the grammar engine (set with ``grammar``)."""
 
     def worker(self, subscribe_scheduler: abc.SchedulerBase | None) -> abc.SchedulerBase:
         return self.scheduler or subscribe_scheduler or default_scheduler()
@@ -74,7 +79,11 @@ class GenerateCall:
 def make_sampler(call: GenerateCall, prompt: Sequence[int], seed: int | None) -> Sampler:
     """A fresh sampler for one run (it holds the random state and the ids seen so far)."""
     p = call.params
-    return Sampler(call.vocab_size, p if seed == p.seed else p.replace(seed=seed), seen=prompt)
+    constraint = None
+    if call.grammar is not None and call.grammars is not None:
+        constraint = call.grammars.constraint(call.grammar)
+    params = p if seed == p.seed else p.replace(seed=seed)
+    return Sampler(call.vocab_size, params, seen=prompt, constraint=constraint)
 
 
 def token_item(call: GenerateCall, token: int, logits_row: np.ndarray) -> int | Piece:
@@ -197,6 +206,7 @@ class _Generation:
         produced = 0
         has_positions = call.session.has_position_ids
         plain = call.logprobs is None
+        constraint = getattr(sampler, "constraint", None)
         while True:
             while self._ready is not None and not self.cancelled and not self._ready():
                 time.sleep(_READY_POLL)  # the consumer is behind: wait for it
@@ -218,6 +228,8 @@ class _Generation:
             if self.cancelled:
                 return None
             observer.on_next(token if plain else token_item(call, token, row))
+            if constraint is not None and constraint.finished:
+                return Finish(FinishReason.EOS)  # the grammar is complete: only EOS is left
             produced += 1
             total += 1
             next_id[0, 0] = token

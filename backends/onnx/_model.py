@@ -18,15 +18,18 @@ from tokenizers import Tokenizer
 
 from rxstream import FinishCallback, Piece, SamplingOptions, SamplingParams
 from rxstream.chat import ChatTemplate
+from rxstream.structured import Grammar, GrammarTokenizer
 
 from ._batch import RowFinishCallback, batch_observable
 from ._batch_config import idle_stats
 from ._config import DecoderConfig
 from ._forward import forward_pass
 from ._generation import GenerateCall, generate_observable
+from ._grammar import ModelGrammars
 from ._kvcache import batch_layout
 from ._loader import check_load_args, load_directory, open_plain_session
 from ._model_checks import batch_config, check_call_args, check_prompt, check_prompts, row_finish
+from ._model_text import ModelText
 from ._pretrained import pretrained_path
 from ._sampling import check_int, check_logprobs
 from ._scheduler import BatchConfig, BatchScheduler, batched_observable
@@ -35,7 +38,7 @@ from ._session import DecoderSession, Provider
 __all__ = ["OnnxModel"]
 
 
-class OnnxModel:
+class OnnxModel(ModelText):
     """A decoder-only language model run by ONNX Runtime, producing token ids as ``Observable[int]``.
 
     Load with :meth:`load` (a model directory in the Hugging Face Optimum layout, or one written by
@@ -81,6 +84,7 @@ class OnnxModel:
         self.vocab_size = (
             config.vocab_size if config is not None else tokenizer.get_vocab_size(with_added_tokens=True)
         )
+        self._grammars = ModelGrammars(tokenizer, self.vocab_size, self._eos)
         self.max_length = config.max_position_embeddings if config is not None else 1 << 30
         self._batching = batching if batching is not None and batch_layout(session) is not None else None
         self._batcher: BatchScheduler | None = None
@@ -186,11 +190,6 @@ class OnnxModel:
         return self.max_length if self.config is not None else None
 
     @property
-    def has_chat_template(self) -> bool:
-        """Whether :meth:`encode_chat` can work."""
-        return self._chat_template is not None
-
-    @property
     def batching(self) -> BatchConfig | None:
         """How concurrent :meth:`generate` subscriptions are batched, or None when each runs its
         own loop (batching off, or a graph whose attention cannot take rows of different lengths:
@@ -218,39 +217,6 @@ class OnnxModel:
     def active_generations(self) -> int:
         """How many generation loops are running right now (0 once every subscription has ended)."""
         return self._active
-
-    # ------------------------------------------------------------------ text
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (no special tokens added)."""
-        return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
-
-    @property
-    def chat_template(self) -> str | None:
-        """The source of the model's chat template (Jinja2), or None when it has none."""
-        return None if self._chat_template is None else self._chat_template.source
-
-    def render_chat(
-        self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True, **template_vars: Any
-    ) -> str:
-        """The prompt text of ``messages`` under the model's chat template.
-
-        ``template_vars`` are passed to the template as they are (``tools=[...]`` for a template that
-        renders tools, ``enable_thinking=False``, ...), as transformers' ``apply_chat_template`` does.
-        """
-        if self._chat_template is None:
-            raise ValueError(
-                f"OnnxModel: {self.directory} has no chat template (tokenizer_config.json chat_template)"
-            )
-        return self._chat_template.render(
-            messages, add_generation_prompt=add_generation_prompt, **template_vars
-        )
-
-    def encode_chat(
-        self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True, **template_vars: Any
-    ) -> list[int]:
-        """Token ids of ``messages`` rendered with the model's chat template (``template_vars`` as in
-        :meth:`render_chat`)."""
-        return self.encode(self.render_chat(messages, add_generation_prompt, **template_vars))
 
     # ------------------------------------------------------------------ raw forward
     def forward(
@@ -283,6 +249,7 @@ class OnnxModel:
         scheduler: abc.SchedulerBase | None = None,
         ready: Callable[[], bool] | None = None,
         logprobs: None = None,
+        grammar: Grammar | None = None,
         **sampling: Unpack[SamplingOptions],
     ) -> Observable[int]: ...
 
@@ -296,6 +263,7 @@ class OnnxModel:
         scheduler: abc.SchedulerBase | None = None,
         ready: Callable[[], bool] | None = None,
         logprobs: int,
+        grammar: Grammar | None = None,
         **sampling: Unpack[SamplingOptions],
     ) -> Observable[Piece]: ...
 
@@ -308,6 +276,7 @@ class OnnxModel:
         scheduler: abc.SchedulerBase | None = None,
         ready: Callable[[], bool] | None = None,
         logprobs: int | None = None,
+        grammar: Grammar | None = None,
         **sampling: Unpack[SamplingOptions],
     ) -> Observable[int] | Observable[Piece]:
         """A cold ``Observable[int]`` of generated token ids (of pieces, with ``logprobs``).
@@ -338,6 +307,10 @@ class OnnxModel:
         model's own distribution: ``log_softmax`` of the raw logits, before temperature, top-k,
         top-p and the repetition penalty (as vLLM reports by default; see
         :func:`~rxstream.backends.onnx.token_logprobs`).
+
+        ``grammar`` (:func:`~rxstream.structured.compose`) constrains decoding: ids it forbids get
+        ``-inf`` logits before sampling (the logprobs stay the model's own), EOS only where it is
+        complete; one that does not compile raises :class:`~rxstream.structured.GrammarError`.
         """
         args = SamplingParams.from_kwargs(params, sampling, "generate", self.default_sampling)
         prompt = check_prompt(prompt_ids, "generate", self.vocab_size, self.max_length)
@@ -345,7 +318,9 @@ class OnnxModel:
         if ready is not None and not callable(ready):
             raise TypeError(f"generate: ready must be callable or None, got {ready!r}")
         k = check_logprobs("generate", logprobs)
-        call = self._call(self._session, args, stops, scheduler, k)
+        call = self._call(
+            self._session, args, stops, scheduler, k, self._grammars.checked(grammar, "generate")
+        )
         if self._batching is not None and scheduler is None:
             return batched_observable(self._scheduler, call, prompt, on_finish, args.seed, ready)
         return generate_observable(call, prompt, on_finish, ready)
@@ -359,6 +334,7 @@ class OnnxModel:
         on_finish: RowFinishCallback | None = None,
         ready: Callable[[], bool] | None = None,
         logprobs: int | None = None,
+        grammar: Grammar | None = None,
         **sampling: Unpack[SamplingOptions],
     ) -> list[Observable[Any]]:
         """``n`` generations of one prompt (OpenAI's ``n``): a list of cold ``Observable[int]``
@@ -368,7 +344,7 @@ class OnnxModel:
         ``on_finish(i, Finish)``). Subscribed together, they are prefilled once: the batch copies
         the prompt's KV cache and last logits to the others (any rows with equal prompts that
         arrive while one of them is being prefilled, or while one holds its prompt in the cache,
-        share it the same way). ``ready`` and ``logprobs`` apply to every row, as in
+        share it the same way). ``ready``, ``logprobs`` and ``grammar`` apply to every row, as in
         :meth:`generate`. Without :attr:`batching` each prefills its own prompt.
         """
         n = check_int("generate_n", "n", n, minimum=1)
@@ -382,7 +358,9 @@ class OnnxModel:
             finish_i = None if on_finish is None else row_finish(on_finish, i)
             params_i = args.replace(seed=seed)
             out.append(
-                self.generate(prompt_ids, params_i, on_finish=finish_i, ready=ready, logprobs=logprobs)
+                self.generate(
+                    prompt_ids, params_i, on_finish=finish_i, ready=ready, logprobs=logprobs, grammar=grammar
+                )
             )
         return out
 
@@ -401,12 +379,18 @@ class OnnxModel:
         stops: frozenset[int],
         scheduler: abc.SchedulerBase | None,
         logprobs: int | None = None,
+        grammar: Grammar | None = None,
     ) -> GenerateCall:
         """What a checked generate call needs to run on ``session``."""
         eos: frozenset[int] = frozenset() if args.ignore_eos else self._eos
-        return GenerateCall(
-            session, self.max_length, self.vocab_size, args, stops, eos, scheduler, self._track, logprobs
-        )
+        grammars = self._grammars.tokenizer() if grammar is not None else None
+        fixed = (session, self.max_length, self.vocab_size, args, stops, eos, scheduler, self._track)
+        return GenerateCall(*fixed, logprobs, grammar, grammars)
+
+    @property
+    def grammar_tokenizer(self) -> GrammarTokenizer:
+        """The tokenizer as the grammar engine sees it, and the grammars compiled for it."""
+        return self._grammars.tokenizer()
 
     # ------------------------------------------------------------------ batches
     def _plain_session(self) -> DecoderSession:

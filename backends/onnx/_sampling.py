@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rxstream import SamplingOptions, SamplingParams
+from rxstream.structured import TokenConstraint
 
 __all__ = ["MAX_LOGPROBS", "Sampler", "check_int", "check_logprobs", "token_logprobs"]
 
@@ -125,7 +126,7 @@ class Sampler:
     multiplied by it when negative.
     """
 
-    __slots__ = ("_rng", "_seen", "repetition_penalty", "temperature", "top_k", "top_p")
+    __slots__ = ("_rng", "_seen", "constraint", "repetition_penalty", "temperature", "top_k", "top_p")
 
     def __init__(
         self,
@@ -133,11 +134,14 @@ class Sampler:
         params: SamplingParams | None = None,
         *,
         seen: Iterable[int] = (),
+        constraint: TokenConstraint | None = None,
         **options: Unpack[SamplingOptions],
     ) -> None:
         """Sample as ``params`` says (default ``SamplingParams()``), updated by keyword ``options``
         (``Sampler(n, temperature=0.7)``); ``seen``: the ids the repetition penalty starts from
-        (the prompt)."""
+        (the prompt); ``constraint``: a grammar's state -- the ids it forbids are never chosen
+        (their logits are ``-inf`` before the penalty, temperature, top-k and top-p), and each
+        chosen id advances it."""
         args = SamplingParams.from_kwargs(params, options, "Sampler")
         self.temperature = args.temperature
         self.top_k = args.top_k
@@ -145,13 +149,27 @@ class Sampler:
         self.repetition_penalty = args.repetition_penalty
         self._rng = np.random.default_rng(args.seed)
         self._seen: npt.NDArray[np.bool_] | None = None
+        self.constraint = constraint
         if self.repetition_penalty != 1.0:
             self._seen = np.zeros(vocab_size, dtype=np.bool_)
             ids = np.fromiter(seen, dtype=np.int64)
             self._seen[ids[(ids >= 0) & (ids < vocab_size)]] = True
 
     def __call__(self, logits: npt.NDArray[np.float32]) -> int:
-        """Choose an id from one row of logits ``[vocab]`` and remember it for the repetition penalty."""
+        """Choose an id from one row of logits ``[vocab]`` and remember it for the repetition penalty
+        (and the constraint).
+
+        Raises:
+            GrammarError: the constraint allows no id (the generation fails with it).
+        """
+        constraint = self.constraint
+        if constraint is not None:
+            token = self._choose(constraint.mask(logits))
+            constraint.advance(token)
+            return token
+        return self._choose(logits)
+
+    def _choose(self, logits: npt.NDArray[np.floating[Any]]) -> int:
         if self._seen is None and self.temperature == 0.0:
             return int(np.argmax(logits))
         x = logits.astype(np.float64, copy=True)

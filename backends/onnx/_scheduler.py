@@ -53,6 +53,7 @@ from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
 from rxstream import Finish, FinishCallback, FinishReason
+from rxstream.structured import fill_masks
 
 from ._batch_config import DEFAULT_KV_TOKENS, DEFAULT_PREFIX_CACHE_BYTES, MIN_SHARED_PREFIX, BatchConfig
 from ._batch_kv import BatchKV
@@ -355,6 +356,9 @@ class BatchScheduler:
                 row.fail(exc)
             return
         self._steps += 1
+        constrained = [r.constraint for r in rows if r.constraint is not None and not r.cancelled]
+        if len(constrained) > 1:  # the rows' masks at once, in parallel
+            fill_masks(constrained)
         for row, row_logits in zip(rows, logits, strict=True):
             row.length += 1
             if not row.cancelled:

@@ -14,12 +14,13 @@ from types import MappingProxyType
 from typing import Any
 
 from .._generative_model import GenerativeModel
-from ..channels import ChannelKind, RouteSpec
+from ..channels import ChannelKind, Router, RouteSpec
 from ..families import Family, family
+from ..structured import Grammar, OutputFormat, UnsupportedConstraint, compose
 from ._choice import ToolChoice
 from ._fallback import FALLBACK, fallback_messages, renders_tools
 
-__all__ = ["ChatPlan", "UnsupportedChoice", "plan_chat", "tool_opening"]
+__all__ = ["ChatPlan", "UnsupportedChoice", "plan_chat", "special_ids", "tool_opening"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class ChatPlan:
         parallel_tool_calls: False: the generation ends when the first tool call is complete.
         logprobs: the generated items are pieces with log-probabilities (the request asks for
             them): the text is routed aligned, and each :class:`TextDelta` carries its tokens.
+        grammar: what decoding is constrained to (:func:`~rxstream.structured.compose`: the
+            answer's format, forced and strict tool calls, reasoning left free), or None.
     """
 
     spec: RouteSpec | None
@@ -54,6 +57,7 @@ class ChatPlan:
     skip_special_tokens: bool = True
     parallel_tool_calls: bool = True
     logprobs: bool = False
+    grammar: Grammar | None = None
 
     def channel(self, kind: ChannelKind) -> str | None:
         """The channel of ``kind`` in the route (None without a route or such a channel)."""
@@ -137,6 +141,8 @@ def plan_chat(
     tool_choice: ToolChoice | None = None,
     parallel_tool_calls: bool = True,
     parse_tool_calls: bool = False,
+    output: OutputFormat | None = None,
+    constrain: bool = False,
 ) -> tuple[list[int], ChatPlan]:
     """The prompt ids of a chat and how to route its generation (blocking: run it off the loop).
 
@@ -149,9 +155,16 @@ def plan_chat(
         tools: the request's tools; tool_choice: what it asks of them (``none`` without tools).
         parse_tool_calls: parse the tool calls the format writes even without ``tools`` (no
             tools in the prompt; calls of any name): what ``rxstream chat`` shows.
+        output: what the answer must be (default: text).
+        constrain: the model constrains decoding (``generate(..., grammar=...)``): the plan
+            carries the grammar of ``output``, and of forced and ``strict`` tool calls, which
+            are then forced by the grammar (after any reasoning) rather than opened in the
+            prompt. A forced call of a format with no grammar is opened in the prompt as without.
 
     Raises:
         UnsupportedChoice: a forced tool call the format cannot open.
+        UnsupportedConstraint: ``output`` asks for a format the route cannot carry, or a
+            constraint of a model that does not constrain decoding.
         Exception: whatever the chat template or the tokenizer raise.
     """
     choice = tool_choice or ToolChoice("none")
@@ -166,17 +179,30 @@ def plan_chat(
         parse_tool_calls and base is not None and base.spec.channel_of("tool_call") is not None
     )
     spec, caller = _tool_spec(base, parse, native or not active)
+    wanted = output if output is not None else OutputFormat()
+    if wanted.constrained and not constrain:
+        raise UnsupportedConstraint(
+            f"response_format {wanted.kind!r} needs a model that constrains decoding; this one does not"
+        )
     if spec is None:
-        return list(model.encode_chat(msgs, add_generation_prompt=True)), ChatPlan(None)
-    opening = tool_opening(caller, choice) if active and caller is not None else ""
+        ids = list(model.encode_chat(msgs, add_generation_prompt=True))
+        grammar = compose(None, wanted) if constrain else None
+        return ids, ChatPlan(None, grammar=grammar)
     if callable(render):
         text = render(msgs, add_generation_prompt=True, **({"tools": list(active)} if native else {}))
-        ids = list(model.encode(text + opening))
+        ids = list(model.encode(text))
     else:
         ids = list(model.encode_chat(msgs, add_generation_prompt=True))
         text = _decode(model.tokenizer, ids)
-        if opening:
-            ids += list(model.encode(opening))
+    grammar = None
+    if constrain:
+        start = Router(spec, prompt=text if spec.start_anchor else "").channel
+        grammar = _grammar(model, spec, start, active, choice, parallel_tool_calls, wanted)
+    opening = ""
+    if grammar is None or not (active and choice.mode in ("required", "named")):
+        opening = tool_opening(caller, choice) if active and caller is not None else ""
+    if opening:  # the prompt opens the forced call (encoded with the prompt where it is text)
+        ids = list(model.encode(text + opening)) if callable(render) else ids + list(model.encode(opening))
     return ids, ChatPlan(
         spec,
         route_prompt=text if spec.start_anchor else "",
@@ -185,5 +211,46 @@ def plan_chat(
         parse_tools=parse,
         native_tools=native,
         skip_special_tokens=base is None or not base.special_delimiters,
-        parallel_tool_calls=parallel_tool_calls,
+        # a grammar that forces one call ends the generation after it: nothing to cut
+        parallel_tool_calls=parallel_tool_calls or (grammar is not None and not opening and bool(active)),
+        grammar=grammar,
     )
+
+
+def _grammar(
+    model: GenerativeModel,
+    spec: RouteSpec,
+    start: str,
+    tools: tuple[Mapping[str, Any], ...],
+    choice: ToolChoice,
+    parallel: bool,
+    output: OutputFormat,
+) -> Grammar | None:
+    """The grammar of a chat (see :func:`plan_chat`; ``start``: the route's channel where the
+    generation starts); None when nothing is constrained, or when only tool calls are and their
+    format has no grammar (a forced one is then opened in the prompt)."""
+    try:
+        return compose(
+            spec,
+            output,
+            start_channel=start,
+            tools=tools,
+            choice=choice.mode if tools else "none",
+            named=choice.name,
+            parallel=parallel,
+            special_id=special_ids(model.tokenizer),
+        )
+    except UnsupportedConstraint:
+        if output.constrained:
+            raise
+        return None
+
+
+def special_ids(tokenizer: Any) -> Callable[[str], int | None]:
+    """The id of a text that is one special token of ``tokenizer`` (a ``tokenizers.Tokenizer``),
+    else None."""
+    decoder = getattr(tokenizer, "get_added_tokens_decoder", None)
+    specials: dict[str, int] = {}
+    if callable(decoder):
+        specials = {str(t.content): int(i) for i, t in decoder().items() if getattr(t, "special", False)}
+    return specials.get

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from .._finish import Finish, FinishReason, FinishRecorder
-from .._generative_model import GenerativeModel
+from .._generative_model import GenerativeModel, supports_grammar
 from .._piece import Piece
 from .._sampling_params import SamplingParams
-from ..chat import ChatPlan, TextDelta, ToolChoice, plan_chat, resolve_reasoning_format
+from ..chat import ChatPlan, TextDelta, plan_chat, resolve_reasoning_format
 from ..face import add_model_options, load_model, model_defaults, sampling_from_args
 from ..text import replace_rules, stop_rules
+from ._structured import add_structured_options, output_from_args, tool_choice_from_args
 from ._text import replace_rule, stop_string, tools_file, valid_text
 
 __all__ = ["add_chat_parser", "run_chat"]
@@ -68,6 +69,7 @@ def add_chat_parser(subparsers: Any) -> None:
         help="a JSON file with a list of OpenAI function tools to offer the model; its tool calls "
         "are printed as they complete",
     )
+    add_structured_options(p)
     p.set_defaults(func=run_chat, exit_on_sigpipe=True)
 
 
@@ -179,21 +181,27 @@ class _ChatSession:
         # channels (reasoning, tool calls): not with --show-tokens, which shows the raw text
         self.format = None if args.show_tokens else resolve_reasoning_format(args.reasoning_format, model)
         self.tools: tuple[dict[str, Any], ...] = tuple(args.tools or ())
+        self.choice = tool_choice_from_args(args, self.tools)
+        self.output = output_from_args(args)
+        self.constrain = supports_grammar(model)
 
     def reset(self) -> None:
         self.history.clear()
 
     def _prompt(self, messages: list[dict[str, str]]) -> tuple[list[int], ChatPlan]:
         """The prompt ids of ``messages`` and how the answer is routed (reasoning, tool calls)."""
-        if self.format is None and not self.tools:
+        if self.format is None and not self.tools and not self.output.constrained:
             return list(self.model.encode_chat(messages)), ChatPlan(None)
         return plan_chat(
             self.model,
             messages,
             reasoning_format=self.format,
             tools=self.tools,
-            tool_choice=ToolChoice("auto" if self.tools else "none"),
+            tool_choice=self.choice,
+            parallel_tool_calls=self.choice.mode not in ("required", "named"),  # a forced call: one
             parse_tool_calls=True,
+            output=self.output,
+            constrain=self.constrain,
         )
 
     def _prompt_ids(self, user_text: str) -> tuple[list[int], ChatPlan]:
@@ -235,7 +243,8 @@ class _ChatSession:
         args, out = self.args, self.out
         recorder = FinishRecorder()
         answer = _Answer(Finish(FinishReason.CANCELLED), time.perf_counter())
-        source = self.model.generate(prompt, params=self.params, on_finish=recorder).pipe(
+        extra: dict[str, Any] = {} if plan.grammar is None else {"grammar": plan.grammar}
+        source = self.model.generate(prompt, params=self.params, on_finish=recorder, **extra).pipe(
             ops.do_action(lambda _id: answer.token_times.append(time.perf_counter()))
         )
         text: Any
@@ -342,7 +351,11 @@ def _repl(session: _ChatSession, read: Callable[[str], str]) -> int:
         if not valid_text(line):
             print("that line is not valid UTF-8 text", file=session.err)
             continue
-        answer = session.turn(line)
+        try:
+            answer = session.turn(line)
+        except ValueError as exc:  # a prompt the model refuses (too long for its context)
+            print(f"rxstream chat: {' '.join(str(exc).split())}", file=session.err)
+            continue
         print(session.dim(answer.summary(model.provider)), file=session.err)
         if answer.failure is not None:
             print(f"rxstream chat: {answer.failure}", file=session.err)
@@ -363,6 +376,8 @@ def run_chat(
     err = err or sys.stderr
     try:
         sampling = sampling_from_args(args)
+        output = output_from_args(args)
+        tool_choice_from_args(args, tuple(args.tools or ()))
     except ValueError as exc:
         print(f"rxstream chat: {exc}", file=err)
         return 2
@@ -393,6 +408,10 @@ def run_chat(
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"rxstream chat: {exc}", file=err)
         return 1
+    if (output.constrained or args.tool_choice in ("required",)) and not supports_grammar(model):
+        what = "--tool-choice required" if not output.constrained else "--json-schema, --regex and --grammar"
+        print(f"rxstream chat: {what} need a model that constrains decoding (not {model.provider})", file=err)
+        return 2
     params = model_defaults(model).replace(**sampling)
     session = _ChatSession(model, args, params, out, err)
     if interactive:
@@ -401,4 +420,9 @@ def run_chat(
                 import readline  # noqa: F401  (line editing and history for input())
         return _repl(session, read or input)
     assert prompt_text is not None
-    return session.report(session.turn(prompt_text))
+    try:
+        answer = session.turn(prompt_text)
+    except ValueError as exc:  # a prompt the model refuses (too long for its context)
+        print(f"rxstream chat: {' '.join(str(exc).split())}", file=err)
+        return 1
+    return session.report(answer)

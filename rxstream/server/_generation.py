@@ -20,6 +20,7 @@ from .._piece import Piece
 from ..aio import to_async_iterable
 from ..chat import ChatPlan, TokenUsage
 from ..face import model_defaults
+from ..structured import Grammar
 from ._lanes import Lane
 from ._requests import GenerationRequest
 from ._state import ServerState
@@ -48,10 +49,13 @@ def _generated_ids(
     choice: int = 0,
     ready: Callable[[], bool] | None = None,
     lane: Lane | None = None,
+    grammar: Grammar | None = None,
 ) -> reactivex.Observable[Any]:
     """The model's ids for one request (see :func:`build_text_stream` for the arguments); pieces
-    with log-probabilities when the request asks for them."""
+    with log-probabilities when the request asks for them; constrained by ``grammar``."""
     extra: dict[str, Any] = {} if request.logprobs is None else {"logprobs": request.logprobs}
+    if grammar is not None:
+        extra["grammar"] = grammar
     if ready is not None:
         extra["ready"] = ready
     ids: reactivex.Observable[Any] = model.generate(
@@ -88,6 +92,7 @@ def build_text_stream(
     ready: Callable[[], bool] | None = None,
     lane: Lane | None = None,
     meter: Meter | None = None,
+    grammar: Grammar | None = None,
 ) -> reactivex.Observable[Any]:
     """The text of one request: the model's ids through :func:`~rxstream.operators.text_pipeline`
     (``detokenize -> stop -> replace``, the order ``rxstream chat`` uses too).
@@ -108,6 +113,7 @@ def build_text_stream(
     ``lane``: the pipeline runs in this :class:`~._lanes.Lane` instead of on the model's thread
     (a batch's worker thread must not wait for one request's text work). ``meter``: the pipeline
     runs inside :func:`rxstream.operators.measure` with it (how long each operator held text).
+    ``grammar``: decoding is constrained by it (a chat's ``response_format``).
     """
     from rxstream.operators import text_pipeline
 
@@ -122,6 +128,7 @@ def build_text_stream(
         choice=choice,
         ready=ready,
         lane=lane,
+        grammar=grammar,
     )
     pipeline = text_pipeline(
         model.tokenizer,
@@ -171,6 +178,7 @@ def build_chat_stream(
         choice=choice,
         ready=ready,
         lane=lane,
+        grammar=plan.grammar,
     )
     from rxstream.operators import chat_pipeline, measure
 
@@ -355,7 +363,8 @@ class Generation:
             return build_chat_stream(
                 model, self.prompt_ids, self.request, self.plan, usage=self._on_usage, **common
             )
-        return build_text_stream(model, self.prompt_ids, self.request, **common)
+        grammar = self.plan.grammar if self.plan is not None else None
+        return build_text_stream(model, self.prompt_ids, self.request, grammar=grammar, **common)
 
     async def items(self) -> AsyncGenerator[Any, None]:
         """The text deltas (``str``; aligned :class:`~rxstream.Piece` values when the request asks

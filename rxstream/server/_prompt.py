@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+from .._generative_model import compile_grammar, supports_grammar
 from ..chat import ChatPlan, UnsupportedChoice, plan_chat
+from ..structured import GrammarError, UnsupportedConstraint
 from ._errors import RequestError
 from ._requests import GenerationRequest
 from ._state import ServerState
@@ -33,9 +35,16 @@ async def prompt_ids(state: ServerState, request: GenerationRequest) -> tuple[li
                 tools=request.tools,
                 tool_choice=request.tool_choice,
                 parallel_tool_calls=request.parallel_tool_calls,
+                output=request.output,
+                constrain=supports_grammar(model),
             )
+            grammar = plan.grammar if plan is not None else None
+            if grammar is not None:  # compiled now (cached): a bad one is a 400, not a failed stream
+                await asyncio.to_thread(compile_grammar, model, grammar)
         except UnsupportedChoice as exc:
             raise RequestError(str(exc), param="tool_choice") from None
+        except (UnsupportedConstraint, GrammarError) as exc:
+            raise RequestError(" ".join(str(exc).split())[:300], param="response_format") from None
         except Exception as exc:
             message = " ".join(str(exc).split())[:300]  # one line
             raise RequestError(

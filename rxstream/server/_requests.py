@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._sampling_params import SamplingParams
+from ..structured import OutputFormat, OutputFormatError
 from ..text import RegexReplaceRules, RegexStopRules, ReplaceRules, StopRules
 from ._errors import RequestError
 from ._limits import ServerLimits
@@ -35,6 +36,7 @@ __all__ = ["GenerationRequest", "check_encodable", "validate_request"]
 
 
 _NO_TOOLS = ToolChoice("none")
+_TEXT = OutputFormat()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,7 @@ class GenerationRequest:
             carries the ids it holds.
         tokens_as_ids: completions' ``return_tokens_as_token_ids``: log-probabilities name their
             tokens ``token_id:N``.
+        output: the chat's ``response_format`` (text unless it asks for JSON, a regex or a grammar).
     """
 
     chat: bool
@@ -90,6 +93,7 @@ class GenerationRequest:
     continuous_usage: bool = False
     return_token_ids: bool = False
     tokens_as_ids: bool = False
+    output: OutputFormat = _TEXT
 
     def sampling_params(self, defaults: SamplingParams, choice: int = 0) -> SamplingParams:
         """The request's sampling over the served model's ``defaults``, with its budget; choice
@@ -175,6 +179,7 @@ _FIELDS = {
         "parallel_tool_calls",
         "logprobs",
         "top_logprobs",
+        "response_format",
     },
     False: _COMMON | {"prompt", "logprobs", "best_of"} | TOKEN_ID_FIELDS,
 }
@@ -318,7 +323,9 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
     tools: tuple[dict[str, Any], ...] = ()
     choice = _NO_TOOLS
     parallel = True
+    output = _TEXT
     if chat:
+        output = parse_response_format(body)
         messages = parse_messages(body, limits)
         tools = parse_tools(body, limits)
         choice = parse_tool_choice(body, tools)
@@ -355,4 +362,13 @@ def validate_request(body: Any, *, chat: bool, limits: ServerLimits) -> Generati
         logprobs=logprobs,
         return_token_ids=False if chat else parse_return_token_ids(body),
         tokens_as_ids=False if chat else parse_tokens_as_ids(body),
+        output=output,
     )
+
+
+def parse_response_format(body: Mapping[str, Any]) -> OutputFormat:
+    """``response_format`` (:meth:`~rxstream.structured.OutputFormat.from_response_format`)."""
+    try:
+        return OutputFormat.from_response_format(body.get("response_format"))
+    except OutputFormatError as exc:
+        raise RequestError(str(exc), param=exc.field) from None

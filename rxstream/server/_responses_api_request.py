@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..structured import OutputFormat, OutputFormatError
 from ._errors import RequestError
 
 __all__ = ["ResponsesRequest", "chat_body", "output_messages"]
@@ -199,17 +200,44 @@ def _reasoning(raw: Any) -> dict[str, Any]:
     return {"effort": raw.get("effort"), "summary": None}
 
 
-def _text_format(raw: Any) -> dict[str, Any]:
+def _text_format(raw: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``text.format`` (``text``, ``json_object``, ``json_schema`` with ``name``, ``schema``,
+    ``strict``; rxstream's ``regex`` and ``grammar``): what the response echoes, and the chat
+    body's ``response_format`` (None for text)."""
     _where(raw, "text", Mapping, "an object")
     raw = raw or {}
     if set(raw) - {"format"}:
         raise RequestError(f"text: unknown fields {sorted(set(raw) - {'format'})}", param="text")
     fmt = raw.get("format") or {"type": "text"}
-    if not isinstance(fmt, Mapping) or fmt.get("type") != "text" or set(fmt) != {"type"}:
+    if not isinstance(fmt, Mapping):
         raise RequestError(
-            f'\'text.format\' {fmt!r} is not supported: only {{"type": "text"}}'[:300], param="text.format"
+            "'text.format' must be an object like {'type': 'json_object'}", param="text.format"
         )
-    return {"format": {"type": "text"}}
+    kind = fmt.get("type")
+    if kind == "json_schema":
+        spec = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
+        unknown = sorted(set(fmt) - {"type", "name", "schema", "strict", "description"})
+        if unknown:
+            raise RequestError(f"text.format: unknown fields {unknown}", param="text.format")
+        _check_format({"type": "json_schema", "json_schema": spec})
+        return {"format": dict(fmt)}, {"type": "json_schema", "json_schema": spec}
+    if kind == "text" and set(fmt) == {"type"}:
+        return {"format": {"type": "text"}}, None
+    _check_format(dict(fmt))
+    return {"format": dict(fmt)}, dict(fmt)
+
+
+def _check_format(fmt: dict[str, Any]) -> None:
+    """``text.format`` checked here, so that a bad one is a 400 naming ``text.format...``."""
+    try:
+        OutputFormat.from_response_format(fmt)
+    except OutputFormatError as exc:
+        param = exc.field.replace("response_format.json_schema", "text.format")
+        message = str(exc).replace("response_format.json_schema", "text.format")
+        raise RequestError(
+            message.replace("response_format", "text.format"),
+            param=param.replace("response_format", "text.format"),
+        ) from None
 
 
 def _metadata(raw: Any) -> dict[str, str]:
@@ -264,6 +292,9 @@ def chat_body(
         chat["tool_choice"] = choice
     if body.get("max_output_tokens") is not None:
         chat["max_completion_tokens"] = body["max_output_tokens"]
+    echo_text, response_format = _text_format(body.get("text"))
+    if response_format is not None:  # checked with the chat body (OutputFormat)
+        chat["response_format"] = response_format
     echo = {
         "instructions": instructions,
         "max_output_tokens": body.get("max_output_tokens"),
@@ -273,7 +304,7 @@ def chat_body(
         "reasoning": _reasoning(body.get("reasoning")),
         "store": store is not False,
         "temperature": body.get("temperature"),
-        "text": _text_format(body.get("text")),
+        "text": echo_text,
         "tool_choice": body.get("tool_choice") or ("auto" if tools else "none"),
         "tools": [{"type": "function", "strict": None, **t["function"]} for t in tools or []],
         "top_p": body.get("top_p"),

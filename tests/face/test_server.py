@@ -439,12 +439,17 @@ BAD_REQUESTS: list[tuple[str, Any, str | None]] = [
         "messages[0].content[0].text",
     ),
     ("chat/completions", {"messages": [{"role": "\ud800", "content": "x"}]}, "messages[0].role"),
-    # fields that are not implemented: a 400 naming them unless their value asks for nothing
     (
         "chat/completions",
-        {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}},
+        {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}},
+        "response_format.type",
+    ),
+    (
+        "completions",
+        {"prompt": "x", "response_format": {"type": "json_object"}},
         "response_format",
     ),
+    # fields that are not implemented: a 400 naming them unless their value asks for nothing
     (
         "chat/completions",
         {"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"},

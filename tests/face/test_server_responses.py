@@ -185,9 +185,13 @@ def test_previous_response_id_continues_the_conversation(smollm2_tokenizer: Toke
     [
         ({"input": "x", "foo": 1}, "foo"),
         (
-            {"input": "x", "text": {"format": {"type": "json_schema", "name": "x", "schema": {}}}},
-            "text.format",
+            {
+                "input": "x",
+                "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "wat"}}},
+            },
+            "text.format.schema",
         ),
+        ({"input": "x", "text": {"format": {"type": "xml"}}}, "text.format.type"),
         ({"input": "x", "reasoning": {"summary": "auto"}}, "reasoning.summary"),
         ({"input": "x", "truncation": "auto"}, "truncation"),
         (
