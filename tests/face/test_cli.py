@@ -243,3 +243,11 @@ def test_python_dash_m_cli_and_server_entry_points() -> None:
         )
         assert result.returncode == 0, (module, result.stderr)
         assert "--port" in result.stdout or "chat" in result.stdout
+
+
+def test_no_arguments_prints_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("usage: rxstream") and "chat" in out and "serve" in out and err == ""
+    proc = subprocess.run([sys.executable, "-m", "rxstream"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: rxstream")
