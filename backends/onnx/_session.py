@@ -43,6 +43,16 @@ _DTYPES: dict[str, type[np.generic]] = {
 }
 
 
+class CudaUnavailableError(RuntimeError):
+    """``provider='cuda'`` was asked for and CUDA cannot run here; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"OnnxModel: provider='cuda' was requested but {reason}; use provider='cpu' or 'auto'"
+        )
+        self.reason = reason
+
+
 def _nvidia_device_present() -> bool:
     if sys.platform.startswith("linux"):
         return os.path.exists("/dev/nvidiactl") or os.path.isdir("/proc/driver/nvidia")
@@ -71,15 +81,21 @@ def _create_session(
         and _nvidia_device_present()
     )
     providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if want_cuda else ["CPUExecutionProvider"]
+    if provider == "cuda" and not _nvidia_device_present():  # say so before ONNX Runtime tries
+        raise CudaUnavailableError("this machine has no NVIDIA GPU (no /dev/nvidiactl)")
+    if provider == "cuda":  # ONNX Runtime logs its own lines when CUDA fails: the error below says it
+        ort.set_default_logger_severity(4)
     try:
         session = ort.InferenceSession(str(path), options, providers=providers)
     except Exception as exc:
         raise ValueError(f"OnnxModel: cannot load {path}: {exc}") from exc
+    finally:
+        if provider == "cuda":
+            ort.set_default_logger_severity(2)
     running = "cuda" if "CUDAExecutionProvider" in session.get_providers() else "cpu"
     if provider == "cuda" and running != "cuda":
-        raise RuntimeError(
-            "OnnxModel: provider='cuda' was requested but ONNX Runtime could not start CUDA "
-            "(no GPU, or the CUDA/cuDNN libraries are missing); use provider='cpu' or 'auto'"
+        raise CudaUnavailableError(
+            "ONNX Runtime could not start CUDA (the CUDA or cuDNN libraries are missing)"
         )
     if want_cuda and running != "cuda":
         log.info("CUDA is not usable here; running %s on CPU", path.name)

@@ -251,3 +251,24 @@ def test_no_arguments_prints_the_help(capsys: pytest.CaptureFixture[str]) -> Non
     assert out.startswith("usage: rxstream") and "chat" in out and "serve" in out and err == ""
     proc = subprocess.run([sys.executable, "-m", "rxstream"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.startswith("usage: rxstream")
+
+
+def test_provider_cuda_without_a_gpu_is_one_line_naming_the_flag(
+    tiny: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from rxstream.backends.onnx import CudaUnavailableError, _session
+
+    if _session._nvidia_device_present():
+        pytest.skip("this machine has an NVIDIA device")
+    with pytest.raises(
+        CudaUnavailableError, match="provider='cuda' was requested but this machine has no NVIDIA GPU"
+    ):
+        OnnxModel.load(tiny, provider="cuda")
+    capfd.readouterr()
+    status = main(["chat", "hi", "--model", str(tiny), "--provider", "cuda"])
+    out, err = capfd.readouterr()  # the file descriptors: ONNX Runtime's own log lines too
+    assert status == 1 and out == ""
+    assert (
+        err
+        == "rxstream chat: --provider cuda: this machine has no NVIDIA GPU (no /dev/nvidiactl); use --provider cpu or auto\n"
+    )
