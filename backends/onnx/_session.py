@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import onnx
 import onnxruntime as ort
 
 from ._config import DecoderConfig
+from ._graph_ops import graph_ops as read_graph_ops
 
 __all__ = ["ConcatCache", "DecoderSession", "Provider", "SharedCache", "fused_attention_off_device"]
 
@@ -82,7 +82,7 @@ def _create_session(
     )
     providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if want_cuda else ["CPUExecutionProvider"]
     if provider == "cuda" and not _nvidia_device_present():  # say so before ONNX Runtime tries
-        raise CudaUnavailableError("this machine has no NVIDIA GPU (no /dev/nvidiactl)")
+        raise CudaUnavailableError("this machine has no NVIDIA GPU for CUDA (no /dev/nvidiactl)")
     if provider == "cuda":  # ONNX Runtime logs its own lines when CUDA fails: the error below says it
         ort.set_default_logger_severity(4)
     try:
@@ -190,8 +190,8 @@ class DecoderSession:
         self.logits_dtype = _DTYPES.get(logits_meta.type, np.float32)
         vocab = logits_meta.shape[-1] if logits_meta.shape else None
         self.vocab_out = int(vocab) if isinstance(vocab, int) else (config.vocab_size if config else 0)
-        graph_ops = {n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
-        self.ops = frozenset(graph_ops)
+        graph_ops = read_graph_ops(path)
+        self.ops = graph_ops
         # fused attention that can share past/present buffers (fp32 logits needed for the fixed buffer)
         self.shares_buffer = (
             "GroupQueryAttention" in graph_ops

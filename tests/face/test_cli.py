@@ -261,14 +261,16 @@ def test_provider_cuda_without_a_gpu_is_one_line_naming_the_flag(
     if _session._nvidia_device_present():
         pytest.skip("this machine has an NVIDIA device")
     with pytest.raises(
-        CudaUnavailableError, match="provider='cuda' was requested but this machine has no NVIDIA GPU"
+        CudaUnavailableError,
+        match="provider='cuda' was requested but this machine has no NVIDIA GPU for CUDA",
     ):
         OnnxModel.load(tiny, provider="cuda")
     capfd.readouterr()
     status = main(["chat", "hi", "--model", str(tiny), "--provider", "cuda"])
     out, err = capfd.readouterr()  # the file descriptors: ONNX Runtime's own log lines too
     assert status == 1 and out == ""
-    assert (
-        err
-        == "rxstream chat: --provider cuda: this machine has no NVIDIA GPU (no /dev/nvidiactl); use --provider cpu or auto\n"
+    want = (
+        "--provider cuda: this machine has no NVIDIA GPU for CUDA (no /dev/nvidiactl); "
+        "use --provider cpu or auto"
     )
+    assert err == f"rxstream chat: {want}\n"
