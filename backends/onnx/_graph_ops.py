@@ -62,7 +62,7 @@ def graph_ops(path: str | Path) -> frozenset[str]:
         graphs = [body for number, body in _fields(data) if number == _GRAPH]
         if not graphs:
             raise ValueError("no graph")
-        ops = set()
+        ops: set[str] = set()
         for number, node in _fields(graphs[-1]):
             if number == _NODE:
                 ops.update(bytes(v).decode() for f, v in _fields(node) if f == _OP_TYPE)
