@@ -420,6 +420,15 @@ def run_chat(
         print(f"rxstream chat: {what} need a model that constrains decoding (not {model.provider})", file=err)
         return 2
     params = model_defaults(model).replace(**sampling)
+    context = model.context_length
+    default_budget = SamplingParams().max_new_tokens  # the option's default: a small context ends it
+    if context is not None and params.max_new_tokens >= context and params.max_new_tokens != default_budget:
+        print(
+            f"rxstream chat: --max-tokens {params.max_new_tokens} is not below the model's context of "
+            f"{context} tokens (the prompt needs room too)",
+            file=err,
+        )
+        return 2
     session = _ChatSession(model, args, params, out, err)
     session.loaded = time.perf_counter() - loading
     if interactive:
