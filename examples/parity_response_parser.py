@@ -23,10 +23,13 @@ chunking), 0 when everything agrees, and 0 after one line when transformers is n
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
+# transformers warns at import that PyTorch is missing: this check needs only its parser
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 try:
     import transformers
     from transformers.utils.chat_parsing import ResponseParser, parse_response

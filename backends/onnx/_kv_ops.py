@@ -4,17 +4,16 @@ ONNX Runtime on the model's own provider so the cache never leaves its device.""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import onnxruntime as ort
-from onnx import TensorProto, helper
 
+from . import _onnx_writer as w
 from ._session import DecoderSession
 
 __all__ = ["ONNX_TYPES", "KVOps", "input_index"]
 
-ONNX_TYPES = {"tensor(float)": TensorProto.FLOAT, "tensor(float16)": TensorProto.FLOAT16}
+ONNX_TYPES = {"tensor(float)": w.FLOAT, "tensor(float16)": w.FLOAT16}
 _NUMPY_TYPES: dict[str, type[np.generic]] = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
 
@@ -48,46 +47,45 @@ class KVOps:
             options.intra_op_num_threads = 1
             model = self._build(kind)
             providers = self.graph.session.get_providers()
-            session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+            session = ort.InferenceSession(model, options, providers=providers)
             self._sessions[kind] = session
         return session
 
-    def _build(self, kind: str) -> Any:
-        def tensor(name: str, elem: int = self.onnx_type) -> Any:
-            return helper.make_tensor_value_info(name, elem, None)
+    def _build(self, kind: str) -> bytes:
+        def tensor(name: str, elem: int = self.onnx_type) -> bytes:
+            return w.tensor(name, elem)
 
-        i64 = TensorProto.INT64
-        nodes: list[Any] = []
-        inputs: list[Any] = []
+        i64 = w.INT64
+        nodes: list[bytes] = []
+        inputs: list[bytes] = []
         outputs = [tensor(f"y{i}") for i in range(self.count)]
         if kind == "copy":
             inputs = [tensor(f"x{i}") for i in range(self.count)]
-            nodes = [helper.make_node("Identity", [f"x{i}"], [f"y{i}"]) for i in range(self.count)]
+            nodes = [w.node("Identity", [f"x{i}"], [f"y{i}"]) for i in range(self.count)]
         elif kind == "resize":
             inputs = [tensor("starts", i64), tensor("ends", i64), tensor("pads", i64)]
             inputs += [tensor(f"x{i}") for i in range(self.count)]
             for i in range(self.count):
-                nodes.append(helper.make_node("Slice", [f"x{i}", "starts", "ends"], [f"s{i}"]))
-                nodes.append(helper.make_node("Pad", [f"s{i}", "pads"], [f"y{i}"]))
+                nodes.append(w.node("Slice", [f"x{i}", "starts", "ends"], [f"s{i}"]))
+                nodes.append(w.node("Pad", [f"s{i}", "pads"], [f"y{i}"]))
         elif kind == "gather":
             inputs = [tensor("rows", i64), tensor("starts", i64), tensor("ends", i64), tensor("axes", i64)]
             inputs += [tensor(f"x{i}") for i in range(self.count)]
             for i in range(self.count):
-                nodes.append(helper.make_node("Gather", [f"x{i}", "rows"], [f"g{i}"], axis=0))
-                nodes.append(helper.make_node("Slice", [f"g{i}", "starts", "ends", "axes"], [f"y{i}"]))
+                nodes.append(w.node("Gather", [f"x{i}", "rows"], [f"g{i}"], axis=0))
+                nodes.append(w.node("Slice", [f"g{i}", "starts", "ends", "axes"], [f"y{i}"]))
         elif kind == "join":
             inputs = [tensor("pads_a", i64), tensor("pads_b", i64), tensor("rows", i64)]
             inputs += [tensor(f"a{i}") for i in range(self.count)]
             inputs += [tensor(f"b{i}") for i in range(self.count)]
             for i in range(self.count):
-                nodes.append(helper.make_node("Pad", [f"a{i}", "pads_a"], [f"pa{i}"]))
-                nodes.append(helper.make_node("Gather", [f"b{i}", "rows"], [f"g{i}"], axis=0))
-                nodes.append(helper.make_node("Pad", [f"g{i}", "pads_b"], [f"pb{i}"]))
-                nodes.append(helper.make_node("Concat", [f"pa{i}", f"pb{i}"], [f"y{i}"], axis=0))
+                nodes.append(w.node("Pad", [f"a{i}", "pads_a"], [f"pa{i}"]))
+                nodes.append(w.node("Gather", [f"b{i}", "rows"], [f"g{i}"], axis=0))
+                nodes.append(w.node("Pad", [f"g{i}", "pads_b"], [f"pb{i}"]))
+                nodes.append(w.node("Concat", [f"pa{i}", f"pb{i}"], [f"y{i}"], axis=0))
         else:  # pragma: no cover - internal
             raise ValueError(kind)
-        graph = helper.make_graph(nodes, f"kv_{kind}", inputs, outputs)
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+        return w.model(nodes, f"kv_{kind}", inputs, outputs, opset=17, ir_version=10)
 
     def _pointer(self, binding: ort.IOBinding, name: str, out: bool, shape: Sequence[int], ptr: int) -> None:
         device = self.graph.device

@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import onnx
 import onnxruntime as ort
 
 from ._config import DecoderConfig
+from ._graph_ops import graph_ops as read_graph_ops
 
 __all__ = ["ConcatCache", "DecoderSession", "Provider", "SharedCache", "fused_attention_off_device"]
 
@@ -41,6 +41,16 @@ _DTYPES: dict[str, type[np.generic]] = {
     "tensor(float16)": np.float16,
     "tensor(bfloat16)": np.float32,
 }
+
+
+class CudaUnavailableError(RuntimeError):
+    """``provider='cuda'`` was asked for and CUDA cannot run here; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"OnnxModel: provider='cuda' was requested but {reason}; use provider='cpu' or 'auto'"
+        )
+        self.reason = reason
 
 
 def _nvidia_device_present() -> bool:
@@ -71,15 +81,21 @@ def _create_session(
         and _nvidia_device_present()
     )
     providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if want_cuda else ["CPUExecutionProvider"]
+    if provider == "cuda" and not _nvidia_device_present():  # say so before ONNX Runtime tries
+        raise CudaUnavailableError("this machine has no NVIDIA GPU for CUDA (no /dev/nvidiactl)")
+    if provider == "cuda":  # ONNX Runtime logs its own lines when CUDA fails: the error below says it
+        ort.set_default_logger_severity(4)
     try:
         session = ort.InferenceSession(str(path), options, providers=providers)
     except Exception as exc:
         raise ValueError(f"OnnxModel: cannot load {path}: {exc}") from exc
+    finally:
+        if provider == "cuda":
+            ort.set_default_logger_severity(2)
     running = "cuda" if "CUDAExecutionProvider" in session.get_providers() else "cpu"
     if provider == "cuda" and running != "cuda":
-        raise RuntimeError(
-            "OnnxModel: provider='cuda' was requested but ONNX Runtime could not start CUDA "
-            "(no GPU, or the CUDA/cuDNN libraries are missing); use provider='cpu' or 'auto'"
+        raise CudaUnavailableError(
+            "ONNX Runtime could not start CUDA (the CUDA or cuDNN libraries are missing)"
         )
     if want_cuda and running != "cuda":
         log.info("CUDA is not usable here; running %s on CPU", path.name)
@@ -174,8 +190,8 @@ class DecoderSession:
         self.logits_dtype = _DTYPES.get(logits_meta.type, np.float32)
         vocab = logits_meta.shape[-1] if logits_meta.shape else None
         self.vocab_out = int(vocab) if isinstance(vocab, int) else (config.vocab_size if config else 0)
-        graph_ops = {n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
-        self.ops = frozenset(graph_ops)
+        graph_ops = read_graph_ops(path)
+        self.ops = graph_ops
         # fused attention that can share past/present buffers (fp32 logits needed for the fixed buffer)
         self.shares_buffer = (
             "GroupQueryAttention" in graph_ops

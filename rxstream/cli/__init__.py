@@ -62,8 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``rxstream`` command; returns the exit status (130 when interrupted)."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``rxstream`` command; returns the exit status (130 when interrupted).
+    With no arguments at all it prints the help (exit status 0)."""
+    parser = build_parser()
+    given = sys.argv[1:] if argv is None else list(argv)
+    if not given:
+        parser.print_help()
+        return 0
+    args = parser.parse_args(argv)
     if argv is None and getattr(args, "exit_on_sigpipe", False) and hasattr(signal, "SIGPIPE"):
         # Run as the program (not called from Python code), by a command that writes a stream to
         # stdout (chat, models): die quietly when the reader of our output goes away (| head).

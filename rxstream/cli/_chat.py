@@ -99,14 +99,16 @@ class _Answer:
     token_times: list[float] = field(default_factory=list)
     failure: BaseException | None = None
 
-    def summary(self, provider: str) -> str:
+    def summary(self, provider: str, loaded: float | None = None) -> str:
+        """The finish line; ``loaded``: how long loading the model took (shown on the first)."""
         elapsed = time.perf_counter() - self.start
         stats = f"{len(self.token_times)} tokens"
         times = self.token_times
         if len(times) > 1:
             rate = (len(times) - 1) / max(times[-1] - times[0], 1e-9)
             stats += f", first after {times[0] - self.start:.2f} s, {rate:.1f} tokens/s"
-        return f"[finish: {self.finish} | {stats} | {provider} | {elapsed:.2f} s]"
+        load = "" if loaded is None else f" | model loaded in {loaded:.1f} s"
+        return f"[finish: {self.finish} | {stats} | {provider} | {elapsed:.2f} s{load}]"
 
 
 def _with_ids(text: str, ids: tuple[int, ...], dim: Callable[[str], str]) -> str:
@@ -168,6 +170,8 @@ class _ChatSession:
         err: TextIO,
     ) -> None:
         self.model = model
+        self.loaded: float | None = None
+        """How long loading the model took, for the first finish line."""
         self.args = args
         self.params = params
         self.out = out
@@ -305,7 +309,8 @@ class _ChatSession:
 
     def report(self, answer: _Answer) -> int:
         """Print the finish line (and a failure); the exit status of a single-shot chat."""
-        print(self.dim(answer.summary(self.model.provider)), file=self.err)
+        print(self.dim(answer.summary(self.model.provider, self.loaded)), file=self.err)
+        self.loaded = None  # said once
         if answer.failure is not None:
             print(f"rxstream chat: {answer.failure}", file=self.err)
             return 1
@@ -356,7 +361,8 @@ def _repl(session: _ChatSession, read: Callable[[str], str]) -> int:
         except ValueError as exc:  # a prompt the model refuses (too long for its context)
             print(f"rxstream chat: {' '.join(str(exc).split())}", file=session.err)
             continue
-        print(session.dim(answer.summary(model.provider)), file=session.err)
+        print(session.dim(answer.summary(model.provider, session.loaded)), file=session.err)
+        session.loaded = None
         if answer.failure is not None:
             print(f"rxstream chat: {answer.failure}", file=session.err)
 
@@ -396,6 +402,7 @@ def run_chat(
             file=err,
         )
         return 2
+    loading = time.perf_counter()
     try:
         model = load_model(
             args.model,
@@ -413,7 +420,17 @@ def run_chat(
         print(f"rxstream chat: {what} need a model that constrains decoding (not {model.provider})", file=err)
         return 2
     params = model_defaults(model).replace(**sampling)
+    context = model.context_length
+    default_budget = SamplingParams().max_new_tokens  # the option's default: a small context ends it
+    if context is not None and params.max_new_tokens >= context and params.max_new_tokens != default_budget:
+        print(
+            f"rxstream chat: --max-tokens {params.max_new_tokens} is not below the model's context of "
+            f"{context} tokens (the prompt needs room too)",
+            file=err,
+        )
+        return 2
     session = _ChatSession(model, args, params, out, err)
+    session.loaded = time.perf_counter() - loading
     if interactive:
         if read is None:
             with contextlib.suppress(ImportError):

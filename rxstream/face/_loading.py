@@ -66,12 +66,17 @@ def load_model(
         extra["spinning"] = spinning
     if batching is not None:
         extra["batching"] = batching
-    return OnnxModel.from_pretrained(
-        model,
-        provider=cast("Literal['auto', 'cpu', 'cuda']", provider),
-        quantization="int4" if int4 else "fp32",
-        **extra,
-    )
+    from rxstream.backends.onnx import CudaUnavailableError
+
+    try:
+        return OnnxModel.from_pretrained(
+            model,
+            provider=cast("Literal['auto', 'cpu', 'cuda']", provider),
+            quantization="int4" if int4 else "fp32",
+            **extra,
+        )
+    except CudaUnavailableError as exc:  # the flag's spelling, not the library's
+        raise RuntimeError(f"--provider cuda: {exc.reason}; use --provider cpu or auto") from None
 
 
 def model_defaults(model: GenerativeModel) -> SamplingParams:

@@ -90,7 +90,7 @@ def test_ctrl_d_leaves_and_ctrl_c_at_the_prompt_does_not(chat: Terminal) -> None
 
 
 def test_ctrl_c_cancels_the_answer_but_not_the_chat(tiny: Path) -> None:
-    term = Terminal([RXSTREAM, "chat", "--model", str(tiny), "--provider", "cpu", "--max-tokens", "4000"])
+    term = Terminal([RXSTREAM, "chat", "--model", str(tiny), "--provider", "cpu", "--max-tokens", "500"])
     try:
         term.expect(">>> ")
         term.send("hello\n")

@@ -243,3 +243,34 @@ def test_python_dash_m_cli_and_server_entry_points() -> None:
         )
         assert result.returncode == 0, (module, result.stderr)
         assert "--port" in result.stdout or "chat" in result.stdout
+
+
+def test_no_arguments_prints_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("usage: rxstream") and "chat" in out and "serve" in out and err == ""
+    proc = subprocess.run([sys.executable, "-m", "rxstream"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: rxstream")
+
+
+def test_provider_cuda_without_a_gpu_is_one_line_naming_the_flag(
+    tiny: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from rxstream.backends.onnx import CudaUnavailableError, _session
+
+    if _session._nvidia_device_present():
+        pytest.skip("this machine has an NVIDIA device")
+    with pytest.raises(
+        CudaUnavailableError,
+        match="provider='cuda' was requested but this machine has no NVIDIA GPU for CUDA",
+    ):
+        OnnxModel.load(tiny, provider="cuda")
+    capfd.readouterr()
+    status = main(["chat", "hi", "--model", str(tiny), "--provider", "cuda"])
+    out, err = capfd.readouterr()  # the file descriptors: ONNX Runtime's own log lines too
+    assert status == 1 and out == ""
+    want = (
+        "--provider cuda: this machine has no NVIDIA GPU for CUDA (no /dev/nvidiactl); "
+        "use --provider cpu or auto"
+    )
+    assert err == f"rxstream chat: {want}\n"

@@ -108,3 +108,12 @@ def test_mistakes_get_one_line(
     status, out, err = chat(tiny, capsys, *args)
     assert status == 2 and out == ""
     assert line in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_budget_past_the_context_is_refused(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = chat(tiny, capsys, "--max-tokens", "100000")
+    assert status == 2 and out == ""
+    assert err == (
+        "rxstream chat: --max-tokens 100000 is not below the model's context of 2048 tokens "
+        "(the prompt needs room too)\n"
+    )

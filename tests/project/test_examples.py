@@ -35,6 +35,7 @@ def test_example_runs(args: list[str]) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip()
+    assert "PyTorch was not found" not in proc.stdout + proc.stderr  # no warning a user must ignore
 
 
 def test_marble_example_is_a_passing_test_file() -> None:
