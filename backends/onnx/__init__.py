@@ -3,10 +3,13 @@ generates token ids as ``Observable[int]``.
 
 Modules (all private; import from here or from :mod:`rxstream.backends`):
 
-* ``_model``: :class:`OnnxModel`, the facade (properties, encode/chat, forward, generate).
+* ``_model``: :class:`OnnxModel`, the facade (properties, forward, generate); ``_model_text`` its
+  text side (encode, the chat template); ``_grammar`` its grammar side (constrained decoding).
 * ``_loader``: reading a model directory (Optimum or onnxruntime-genai layout) and resolving the
   names :meth:`OnnxModel.from_pretrained` accepts.
-* ``_session``: the ONNX Runtime session (provider choice, IO binding, the KV caches).
+* ``_session``: the ONNX Runtime session (provider choice, IO binding, the KV caches);
+  :class:`CudaUnavailableError`. ``_graph_ops`` reads a graph's op types and ``_onnx_writer``
+  writes the small KV graphs, as protobuf: loading and running a model never imports ``onnx``.
 * ``_generation``: one run of ``generate`` (decode loop, cancellation, its end reported once);
   :func:`default_scheduler`.
 * ``_batch``: one run of ``generate_batch`` (a left-padded batch, each row ending on its own).
@@ -14,7 +17,8 @@ Modules (all private; import from here or from :mod:`rxstream.backends`):
   subscriptions (admission, chunked prefill, one decode step for all rows), :class:`BatchConfig`.
 * ``_kvcache``: the KV caches rows of different lengths share (slots for GroupQueryAttention
   graphs, left padding for plain ones) and the small ONNX graphs that move their blocks.
-* ``_sampling``: :class:`Sampler` (greedy, temperature, top-k/top-p, repetition penalty) and
+* ``_sampling``: :class:`Sampler` (greedy, temperature, top-k/top-p, repetition penalty, a
+  grammar's mask) and
   :func:`token_logprobs` (a token's log-probability and the best alternatives).
 * ``_chat``: the Jinja chat template.
 * ``_config``: :class:`DecoderConfig` (``config.json``), :func:`sampling_defaults`

@@ -78,9 +78,11 @@ def test_stop_and_replace_run_in_the_gateway(engine: tuple[str, Any], gateway: s
     direct = streamed_chat(engine[0], model="tiny", max_tokens=40, temperature=0)[0]
     assert len(direct) > 12
     cut = direct[6:9]
-    expected = streamed_chat(engine[0], model="tiny", max_tokens=40, temperature=0, stop=[cut])
+    expected = streamed_chat(engine[0], model="tiny", max_tokens=400, temperature=0, stop=[cut])
     before = engine[1].state.stats.snapshot()["finished"].get("cancelled", 0)
-    text, reason, usage = streamed_chat(gateway, model="gw", max_tokens=40, temperature=0, stop=[cut])
+    # a long budget: the engine is still generating when the gateway cuts (with 40 tokens the
+    # tiny model could finish first on a busy machine, and nothing would be left to cancel)
+    text, reason, usage = streamed_chat(gateway, model="gw", max_tokens=400, temperature=0, stop=[cut])
     assert (text, reason) == (expected[0], "stop") and cut not in text
     assert usage.completion_tokens > 0  # counted here: the engine's usage never came
     # the gateway sent no stop upstream: it cut the stream itself, which cancelled the engine's
