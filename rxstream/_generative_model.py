@@ -77,8 +77,9 @@ class GenerativeModel(Protocol):
         ...
 
 
-def supports_logprobs(model: Any) -> bool:
-    """Whether ``model.generate`` takes a ``logprobs`` keyword (named, or through ``**kwargs``)."""
+def _takes(model: Any, name: str, *, through_kwargs: bool) -> bool:
+    """Whether ``model.generate`` takes the keyword ``name`` (named; with ``through_kwargs``, or
+    through ``**kwargs``)."""
     generate = getattr(model, "generate", None)
     if generate is None:
         return False
@@ -87,25 +88,22 @@ def supports_logprobs(model: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return any(
-        p.kind is inspect.Parameter.VAR_KEYWORD
-        or (p.name == "logprobs" and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
+        (through_kwargs and p.kind is inspect.Parameter.VAR_KEYWORD)
+        or (p.name == name and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
         for p in params
     )
+
+
+def supports_logprobs(model: Any) -> bool:
+    """Whether ``model.generate`` takes a ``logprobs`` keyword (named, or through ``**kwargs``)."""
+    return _takes(model, "logprobs", through_kwargs=True)
 
 
 def supports_grammar(model: Any) -> bool:
     """Whether ``model.generate`` takes a ``grammar`` keyword (a
     :class:`~rxstream.structured.Grammar`: constrained decoding, as
     :meth:`rxstream.backends.OnnxModel.generate` does) and the model has a ``grammar_tokenizer``."""
-    generate = getattr(model, "generate", None)
-    if generate is None or not hasattr(type(model), "grammar_tokenizer"):
-        return False
-    try:
-        params = inspect.signature(generate).parameters
-    except (TypeError, ValueError):
-        return False
-    found = params.get("grammar")
-    return found is not None and found.kind is not inspect.Parameter.POSITIONAL_ONLY
+    return hasattr(type(model), "grammar_tokenizer") and _takes(model, "grammar", through_kwargs=False)
 
 
 def compile_grammar(model: Any, grammar: Any) -> None:

@@ -307,6 +307,15 @@ class _ChatSession:
         answer.finish = recorder.finish or Finish(FinishReason.CANCELLED)
         return answer
 
+    def ask(self, user_text: str) -> _Answer | None:
+        """:meth:`turn`, or None after one line when the model refuses the prompt (too long for
+        its context)."""
+        try:
+            return self.turn(user_text)
+        except ValueError as exc:
+            print(f"rxstream chat: {' '.join(str(exc).split())}", file=self.err)
+            return None
+
     def report(self, answer: _Answer) -> int:
         """Print the finish line (and a failure); the exit status of a single-shot chat."""
         print(self.dim(answer.summary(self.model.provider, self.loaded)), file=self.err)
@@ -356,15 +365,9 @@ def _repl(session: _ChatSession, read: Callable[[str], str]) -> int:
         if not valid_text(line):
             print("that line is not valid UTF-8 text", file=session.err)
             continue
-        try:
-            answer = session.turn(line)
-        except ValueError as exc:  # a prompt the model refuses (too long for its context)
-            print(f"rxstream chat: {' '.join(str(exc).split())}", file=session.err)
-            continue
-        print(session.dim(answer.summary(model.provider, session.loaded)), file=session.err)
-        session.loaded = None
-        if answer.failure is not None:
-            print(f"rxstream chat: {answer.failure}", file=session.err)
+        answer = session.ask(line)
+        if answer is not None:
+            session.report(answer)
 
 
 def run_chat(
@@ -437,9 +440,5 @@ def run_chat(
                 import readline  # noqa: F401  (line editing and history for input())
         return _repl(session, read or input)
     assert prompt_text is not None
-    try:
-        answer = session.turn(prompt_text)
-    except ValueError as exc:  # a prompt the model refuses (too long for its context)
-        print(f"rxstream chat: {' '.join(str(exc).split())}", file=err)
-        return 1
-    return session.report(answer)
+    answer = session.ask(prompt_text)
+    return 1 if answer is None else session.report(answer)
