@@ -26,6 +26,8 @@ Channels (reasoning, answer, tool calls; SEMANTICS §8):
   ``replace`` or ``redact`` can apply to one channel only.
 - :func:`tool_calls` -- tool-call regions to tool-call events, checked against the tools'
   schemas as they stream.
+- :func:`whole_tool_calls` -- each tool call held until it is valid, then sent whole (a
+  client never receives part of an invalid call).
 - :func:`chat_pipeline` -- the routed counterpart of :func:`text_pipeline`: a chat generation's
   ids to its answer and reasoning (:class:`~rxstream.chat.TextDelta`) and tool-call events, as a
   :class:`~rxstream.chat.ChatPlan` says (what ``rxstream serve`` and ``rxstream chat`` run).
@@ -81,6 +83,7 @@ from ._snapshots import snapshots
 from ._stop import stop
 from ._stop_on_tokens import stop_on_tokens
 from ._tool_calls import tool_calls
+from ._whole_calls import whole_tool_calls
 
 __all__ = [
     "Channels",
@@ -112,4 +115,5 @@ __all__ = [
     "stop_on_tokens",
     "text_pipeline",
     "tool_calls",
+    "whole_tool_calls",
 ]

@@ -249,7 +249,9 @@ class _ResponsesSink(OperatorSink[Any, Event]):
         if self.done:
             return
         self.close_all("incomplete")
-        failure = {"code": "server_error", "message": f"{type(error).__name__}: {error}"}
+        code = getattr(error, "code", None)  # an error may name its own (a server's shutdown)
+        kind = code if isinstance(code, str) and code else "server_error"
+        failure = {"code": kind, "message": f"{type(error).__name__}: {error}"}
         self.send("response.failed", response=self.response("failed", error=failure))
         self.end(Finish(FinishReason.EOS), dispose=False)
 
@@ -305,7 +307,8 @@ def responses_events(
     else (or no ``finish``) ``response.completed``. ``usage`` (called once then; e.g. what
     ``chat_pipeline(usage=...)`` reported, which it does before its completion) gives the
     output tokens, ``input_tokens`` the prompt's: the response's ``usage`` (None without
-    ``usage``). An upstream error becomes ``response.failed`` (``error.code`` ``server_error``)
+    ``usage``). An upstream error becomes ``response.failed`` (``error.code`` the error's own ``code``
+    attribute when it has a string one, else ``server_error``)
     and the stream completes. ``fields`` are more fields of the response object (what a request
     echoes: ``instructions``, ``tools``, ``metadata``, ...).
 

@@ -46,6 +46,10 @@ class ChatPlan:
             them): the text is routed aligned, and each :class:`TextDelta` carries its tokens.
         grammar: what decoding is constrained to (:func:`~rxstream.structured.compose`: the
             answer's format, forced and strict tool calls, reasoning left free), or None.
+        calls_checked: the grammar makes every tool call valid (forced calls, ``strict`` tools):
+            a call's arguments may stream as written; otherwise a face that must never send
+            part of an invalid call holds each one until it is valid
+            (:func:`~rxstream.operators.whole_tool_calls`).
     """
 
     spec: RouteSpec | None
@@ -58,6 +62,7 @@ class ChatPlan:
     parallel_tool_calls: bool = True
     logprobs: bool = False
     grammar: Grammar | None = None
+    calls_checked: bool = False
 
     def channel(self, kind: ChannelKind) -> str | None:
         """The channel of ``kind`` in the route (None without a route or such a channel)."""
@@ -214,7 +219,18 @@ def plan_chat(
         # a grammar that forces one call ends the generation after it: nothing to cut
         parallel_tool_calls=parallel_tool_calls or (grammar is not None and not opening and bool(active)),
         grammar=grammar,
+        calls_checked=grammar is not None and _calls_in_grammar(active, choice),
     )
+
+
+def _calls_in_grammar(tools: tuple[Mapping[str, Any], ...], choice: ToolChoice) -> bool:
+    """Whether a chat's grammar (when it has one) holds its tool calls: forced ones, or the
+    model's own choice among ``strict`` tools (:func:`~rxstream.structured.compose`)."""
+    if not tools or choice.mode == "none":
+        return False
+    if choice.mode in ("required", "named"):
+        return True
+    return any(t.get("function", t).get("strict") for t in tools)
 
 
 def _grammar(

@@ -85,8 +85,10 @@ the chat template) into ``reasoning_content``, ``content`` and ``tool_calls``; `
 ``replace`` apply to the answer only. ``tools``, ``tool_choice`` (``auto``, ``none``,
 ``required``, a named function) and ``parallel_tool_calls`` are implemented; tools go to a chat
 template that renders them, else into a fallback system prompt (``<tool_call>`` calls); a
-forced call is opened in the prompt. Each call's arguments stream as OpenAI deltas, checked
-against the tool's schema; a call that cannot be valid is left out of ``message.tool_calls`` and
+forced call is opened in the prompt. A call the grammar makes valid (forced, ``strict``) streams
+its arguments as OpenAI deltas; any other call is held until its arguments are complete and
+valid against the tool's schema, then sent whole (SEMANTICS §9, whole calls); a call that cannot
+be valid never reaches the client as a call: it is left out of ``message.tool_calls`` and
 reported in ``choices[0].rxstream.invalid_tool_calls``. ``finish_reason`` is ``tool_calls`` when
 a valid call was made.
 

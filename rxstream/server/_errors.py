@@ -7,6 +7,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from ..text import HoldLimitError, RegexBudgetError
+from ._shutdown import ServerShutdown
 
 __all__ = ["RequestError", "generation_error"]
 
@@ -43,7 +44,10 @@ def generation_error(exc: BaseException) -> RequestError:
     """What a failure during a generation tells the client: the request's own rules asked too
     much (a 400 naming ``rxstream``: a regex budget or a hold limit with ``on_hold_limit="error"``);
     an upstream engine (an error with the engine's ``url`` and HTTP ``status``, as the gateway
-    raises) refused the request (its 4xx, passed on) or failed (502); else the server failed (500)."""
+    raises) refused the request (its 4xx, passed on) or failed (502); the server stopped during it
+    (503, :class:`~._shutdown.ServerShutdown`); else the server failed (500)."""
+    if isinstance(exc, ServerShutdown):
+        return RequestError(str(exc), status=503, kind="server_error", code=exc.code)
     if isinstance(exc, RegexBudgetError | HoldLimitError):
         return RequestError(f"the request's rules: {exc}", param="rxstream", code="rules_too_costly")
     status = getattr(exc, "status", None)

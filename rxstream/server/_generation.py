@@ -23,6 +23,7 @@ from ..face import model_defaults
 from ..structured import Grammar
 from ._lanes import Lane
 from ._requests import GenerationRequest
+from ._shutdown import cut_at_shutdown
 from ._state import ServerState
 from ._text_mode import TextCount, build_remote_text, text_mode
 from ._token_ids import TokenIds
@@ -66,12 +67,7 @@ def _generated_ids(
         **extra,
     )
     if until is not None:
-
-        def cancelled(_: Any) -> None:  # reported first: the pipeline then sees its ids end
-            if on_finish is not None:
-                on_finish(Finish(FinishReason.CANCELLED))
-
-        ids = ids.pipe(ops.take_until(until.pipe(ops.do_action(on_next=cancelled))))
+        ids = cut_at_shutdown(ids, until, on_finish)
     if lane is not None:  # what follows runs in the lane, off the model's thread
         ids = ids.pipe(lane)
     if on_token is not None:  # as the pipeline receives them: what a lane drops never counts
@@ -107,7 +103,8 @@ def build_text_stream(
     cause); ``on_token`` sees each item the pipeline receives (an id, or a piece with logprobs;
     on the thread the pipeline runs on). ``scheduler`` runs the generation loop (default: the model's own
     pool). ``until`` ends the generation early when it emits (server shutdown): the ids stop there
-    and the text completes normally, so the response ends cleanly. ``choice``: the index of this
+    and fail with :class:`~._errors.ServerShutdown`, so the response ends with the API's error
+    event (503, ``server_shutdown``) at once. ``choice``: the index of this
     generation among the request's ``n`` (it samples with ``seed + choice``). ``ready`` (only for a
     model that batches, see :func:`batches`) pauses the generation while it returns False.
     ``lane``: the pipeline runs in this :class:`~._lanes.Lane` instead of on the model's thread
@@ -180,7 +177,7 @@ def build_chat_stream(
         lane=lane,
         grammar=plan.grammar,
     )
-    from rxstream.operators import chat_pipeline, measure
+    from rxstream.operators import chat_pipeline, measure, whole_tool_calls
 
     pipeline = chat_pipeline(
         model.tokenizer,
@@ -193,6 +190,8 @@ def build_chat_stream(
     )
     if meter is not None:
         pipeline = measure(meter, pipeline, names=["chat_pipeline"])
+    if plan.parse_tools and not plan.calls_checked:  # a client never gets part of an invalid call
+        return ids.pipe(pipeline, whole_tool_calls())
     return ids.pipe(pipeline)
 
 

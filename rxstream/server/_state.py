@@ -62,7 +62,8 @@ class ServerState:
 
     def begin_shutdown(self) -> None:
         """End every generation now (thread-safe; from a signal handler too): their streams end
-        with a final chunk and ``[DONE]`` instead of being cut when the server stops."""
+        with the API's error event (503, ``server_shutdown``: the answer is incomplete) instead
+        of being cut when the server stops."""
         loop = self.loop
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):

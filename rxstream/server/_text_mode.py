@@ -20,11 +20,12 @@ import reactivex
 from reactivex import abc
 from reactivex import operators as ops
 
-from .._finish import Finish, FinishReason
+from .._finish import Finish
 from .._generative_model import GenerativeModel
 from ..face import model_defaults
 from ._errors import RequestError
 from ._requests import GenerationRequest
+from ._shutdown import cut_at_shutdown
 
 __all__ = ["TextCount", "build_remote_text", "check_text_request", "text_mode"]
 
@@ -106,12 +107,7 @@ def build_remote_text(
         prompt, params, on_finish=on_finish, scheduler=scheduler, usage=count.on_usage
     )
     if until is not None:
-
-        def cancelled(_: Any) -> None:  # reported first: the pipeline then sees its text end
-            if on_finish is not None:
-                on_finish(Finish(FinishReason.CANCELLED))
-
-        text = text.pipe(ops.take_until(until.pipe(ops.do_action(on_next=cancelled))))
+        text = cut_at_shutdown(text, until, on_finish)
     text = text.pipe(ops.do_action(on_next=count.on_text))
     if request.stop.strings:
         text = text.pipe(stop(request.stop, on_finish=on_finish))

@@ -283,8 +283,9 @@ def test_start_up_line_names_model_provider_and_urls(server: ServeProcess) -> No
 
 
 def test_ctrl_c_ends_open_streams_cleanly_and_at_once(tmp_path: Path) -> None:
-    """A client reading a long stream when the server is stopped gets a final chunk and
-    ``[DONE]`` (not a cut connection), within a second or so, and the generation stops."""
+    """A client reading a long stream when the server is stopped gets an error event saying so
+    (503, ``server_shutdown``: the answer is incomplete; not a cut connection, and not a
+    finished answer), within a second or so, and the generation stops."""
     long_dir = build_tiny_model(tmp_path / "long", max_position_embeddings=8192)
     with serve_process(long_dir) as sp:
         sock = socket.create_connection(sp.address, timeout=30)
@@ -294,8 +295,8 @@ def test_ctrl_c_ends_open_streams_cleanly_and_at_once(tmp_path: Path) -> None:
             data += sock.recv(65536)
         start = time.monotonic()
         sp.proc.send_signal(signal.SIGINT)
-        # the body is chunked: "[DONE]" may arrive with the terminating "0" chunk in one read
-        while b"data: [DONE]" not in data:
+        # the body is chunked: the last event may arrive with the terminating "0" chunk in one read
+        while b"server_shutdown" not in data or not data.endswith(b"0\r\n\r\n"):
             chunk = sock.recv(65536)
             if not chunk:
                 break
@@ -303,11 +304,12 @@ def test_ctrl_c_ends_open_streams_cleanly_and_at_once(tmp_path: Path) -> None:
         ended = time.monotonic() - start
         sock.close()
         code = sp.proc.wait(15)
-    assert b"data: [DONE]" in data, data[-300:]
-    assert b"data: " not in data.split(b"data: [DONE]", 1)[1]  # nothing after it
     assert ended < 1.5, ended
     events = [json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: {")]
-    assert events[-1]["choices"][0]["finish_reason"] is None  # cancelled: neither stop nor length
+    assert events[-1]["error"]["code"] == "server_shutdown", events[-1]  # the last event
+    assert "shutting down" in events[-1]["error"]["message"]
+    assert all(e["choices"][0]["finish_reason"] is None for e in events[:-1])  # never a finish
+    assert b"[DONE]" not in data
     assert sum(1 for _ in events) < 2000
     assert code == 130
 

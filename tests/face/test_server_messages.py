@@ -150,7 +150,8 @@ def test_tool_use_blocks_streamed_and_not(smollm2_tokenizer: Tokenizer) -> None:
         for e in events
         if e["type"] == "content_block_delta" and e["index"] == weather
     ]
-    assert "".join(parts) == WEATHER_ARGS and len(parts) > 1
+    # decoding did not constrain the call: it is held until valid, then sent in one delta
+    assert parts == [WEATHER_ARGS]
     assert '<tools>\n{"function": {"description": "The weather' in model.prompts[0]
 
 
