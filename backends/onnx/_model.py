@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Unpack, overload
+from typing import Any, Unpack, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -22,7 +22,7 @@ from rxstream.structured import Grammar, GrammarTokenizer
 
 from ._batch import RowFinishCallback, batch_observable
 from ._batch_config import idle_stats
-from ._config import DecoderConfig
+from ._config import DecoderConfig, Quantization
 from ._forward import forward_pass
 from ._generation import GenerateCall, generate_observable
 from ._grammar import ModelGrammars
@@ -137,7 +137,7 @@ class OnnxModel(ModelText):
         name_or_path: str | Path = "smollm2",
         *,
         provider: Provider = "auto",
-        quantization: Literal["fp32", "int4"] = "fp32",
+        quantization: Quantization = "fp32",
         cache_dir: str | Path | None = None,
         progress: bool = True,
         threads: int | None = None,
@@ -160,8 +160,9 @@ class OnnxModel(ModelText):
         3. Any other bare name of an existing directory (``"my-model"``) is loaded as a directory.
 
         Anything else raises ``ValueError`` listing the known names. ``quantization="int4"`` asks
-        for the int4 build of a known model; with a directory it is a ``ValueError`` (a directory
-        is loaded as it is, never converted).
+        for the int4 build of a known model (exact), ``"int4-a8"`` for the faster one with 8-bit
+        activations (not exact: docs/benchmarks.md gives its accuracy); with a directory either
+        is a ``ValueError`` (a directory is loaded as it is, never converted).
         """
         threads = check_load_args("OnnxModel.from_pretrained", provider, threads, spinning)
         batch_config("OnnxModel.from_pretrained", batching)

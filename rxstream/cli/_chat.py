@@ -410,7 +410,7 @@ def run_chat(
         model = load_model(
             args.model,
             args.provider,
-            args.int4,
+            args.quantization,
             progress=True,
             upstream=args.upstream,
             upstream_endpoint=args.upstream_endpoint,

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..face import QUANTIZATIONS
+
 __all__ = ["add_models_parser", "run_models_list", "run_models_pull"]
 
 
@@ -17,7 +19,19 @@ def add_models_parser(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="models_command", required=True, metavar="pull|list")
     pull = sub.add_parser("pull", help="download and convert a known model into the cache")
     pull.add_argument("name", nargs="?", default="smollm2", help="model name (default smollm2)")
-    pull.add_argument("--int4", action="store_true", help="build the int4 (MatMulNBits) variant")
+    pull.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default="fp32",
+        help="the build: fp32 (default), int4 (the GGUF's 4-bit blocks) or int4-a8 (with 8-bit activations)",
+    )
+    pull.add_argument(
+        "--int4",
+        dest="quantization",
+        action="store_const",
+        const="int4",
+        help="the same as --quantization int4",
+    )
     pull.add_argument("--force", action="store_true", help="convert again even if it is cached")
     pull.add_argument(
         "--cache-dir",
@@ -42,7 +56,7 @@ def run_models_pull(args: argparse.Namespace, out: TextIO | None = None, err: Te
             args.name,
             cache_dir=args.cache_dir,
             progress=True,
-            quantization="int4" if args.int4 else "fp32",
+            quantization=args.quantization,
             force=args.force,
         )
     except (ValueError, RuntimeError) as exc:
@@ -66,11 +80,11 @@ def run_models_list(args: argparse.Namespace, out: TextIO | None = None, err: Te
     print(f"cache: {cache}", file=out)
     for name, source in sorted(KNOWN_MODELS.items()):
         print(f"{name}  ({source.package}=={source.version}, {source.member.rsplit('/', 1)[-1]})", file=out)
-        for quant in ("fp32", "int4"):
+        for quant in QUANTIZATIONS:
             d = cache / "models" / f"{source.dirname}-{quant}"
             if (d / ".complete").is_file():
                 print(f"  {quant}: {d}  ({_size(d) / 1e6:.0f} MB)", file=out)
             else:
-                flag = " --int4" if quant == "int4" else ""
+                flag = "" if quant == "fp32" else f" --quantization {quant}"
                 print(f"  {quant}: not pulled (rxstream models pull {name}{flag})", file=out)
     return 0

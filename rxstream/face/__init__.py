@@ -1,5 +1,5 @@
 """What ``rxstream chat`` and ``rxstream serve`` share: one model loader (:func:`load_model`),
-one option set (:func:`add_model_options`: model, provider, int4, the sampling options of
+one option set (:func:`add_model_options`: model, provider, quantization, the sampling options of
 :meth:`rxstream.SamplingParams.table`, reasoning format) and the sampling a model gets when a
 user says nothing (:func:`model_defaults`, :func:`describe_sampling`).
 
@@ -9,7 +9,7 @@ reading them back).
 
 from __future__ import annotations
 
-from ._loading import describe_sampling, load_model, model_defaults
+from ._loading import QUANTIZATIONS, describe_sampling, load_model, model_defaults
 from ._options import (
     add_model_options,
     add_sampling_options,
@@ -19,6 +19,7 @@ from ._options import (
 )
 
 __all__ = [
+    "QUANTIZATIONS",
     "add_model_options",
     "add_sampling_options",
     "describe_sampling",

@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._generative_model import GenerativeModel
 from .._sampling_params import SamplingParams
 
-__all__ = ["PROVIDERS", "describe_sampling", "load_model", "model_defaults"]
+if TYPE_CHECKING:
+    from rxstream.backends.onnx import Quantization
+
+__all__ = ["PROVIDERS", "QUANTIZATIONS", "describe_sampling", "load_model", "model_defaults"]
 
 PROVIDERS = ("auto", "cpu", "cuda")
 """The ``--provider`` choices."""
+
+QUANTIZATIONS = ("fp32", "int4", "int4-a8")
+"""The ``--quantization`` choices: the builds of a known model (the backend's
+``QUANTIZATIONS``, written out so that parsing the options imports no backend)."""
 
 
 def load_model(
     model: str | None,
     provider: str = "auto",
-    int4: bool = False,
+    quantization: str = "fp32",
     *,
     progress: bool = False,
     spinning: bool | None = None,
@@ -29,13 +36,13 @@ def load_model(
     """Load ``model`` (a model directory or a known name) with ONNX Runtime, or with ``upstream``
     the :class:`~rxstream.backends.GatewayModel` of those engines (``model``: the directory of
     its tokenizer and chat template, None: the engines' own model; see
-    :func:`~._upstream.load_gateway`; ``provider``, ``int4``, ``spinning`` and ``batching`` do
+    :func:`~._upstream.load_gateway`; ``provider``, ``quantization``, ``spinning`` and ``batching`` do
     not apply).
 
     Args:
         model: ``--model`` (None: not given, the default model ``smollm2``).
         provider: ``--provider`` (``auto``, ``cpu`` or ``cuda``).
-        int4: ``--int4``: the int4 build of a known model.
+        quantization: ``--quantization``: the build of a known model (:data:`QUANTIZATIONS`).
         progress: show the download's progress (a terminal's command).
         spinning: whether ONNX Runtime threads spin while waiting (None: its default).
         batching: the model's :class:`~rxstream.backends.BatchConfig` (None: its default; False:
@@ -59,6 +66,8 @@ def load_model(
         model = "smollm2"
     if provider not in PROVIDERS:
         raise ValueError(f"--provider must be auto, cpu or cuda, got {provider!r}")
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
     extra: dict[str, Any] = {}
     if progress:
         extra["progress"] = True
@@ -72,7 +81,7 @@ def load_model(
         return OnnxModel.from_pretrained(
             model,
             provider=cast("Literal['auto', 'cpu', 'cuda']", provider),
-            quantization="int4" if int4 else "fp32",
+            quantization=cast("Quantization", quantization),
             **extra,
         )
     except CudaUnavailableError as exc:  # the flag's spelling, not the library's

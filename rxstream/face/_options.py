@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .._sampling_params import SamplingParams, SamplingParamsError
-from ._loading import PROVIDERS
+from ._loading import PROVIDERS, QUANTIZATIONS
 
 __all__ = [
     "add_model_options",
@@ -44,7 +44,8 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """The options both faces take: ``--model``, ``--upstream``, ``--provider``, ``--int4``, the
+    """The options both faces take: ``--model``, ``--upstream``, ``--provider``, ``--quantization``
+    (``--int4``), the
     sampling options (:func:`add_sampling_options`) and ``--reasoning-format``."""
     from ..chat import REASONING_FORMATS
 
@@ -85,7 +86,21 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="ONNX Runtime execution provider (default auto: CUDA when it works, else CPU)",
     )
-    parser.add_argument("--int4", action="store_true", help="use the int4 build of the default model")
+    parser.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default="fp32",
+        help="the build of a known model: fp32 (default), int4 (the GGUF's 4-bit blocks, the same "
+        "weights) or int4-a8 (those weights with 8-bit activations: fastest, not exact; "
+        "docs/benchmarks.md gives its accuracy)",
+    )
+    parser.add_argument(
+        "--int4",
+        dest="quantization",
+        action="store_const",
+        const="int4",
+        help="the same as --quantization int4",
+    )
     add_sampling_options(parser)
     parser.add_argument(
         "--reasoning-format",

@@ -209,7 +209,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
             upstream_mode=args.upstream_mode,
             upstream_endpoint=args.upstream_endpoint,
             provider=args.provider,
-            int4=args.int4,
+            quantization=args.quantization,
             model_name=args.model_name,
             limits=limits,
             allowed_hosts=args.allowed_hosts,

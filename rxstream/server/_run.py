@@ -176,7 +176,7 @@ def url_of(sock: socket.socket) -> str:
 def _load_model(
     model: str | None,
     provider: str,
-    int4: bool,
+    quantization: str,
     batching: Any,
     upstream: Sequence[str] = (),
     upstream_mode: str = "ids",
@@ -188,7 +188,7 @@ def _load_model(
         loaded = load_model(
             model,
             provider,
-            int4,
+            quantization,
             spinning=False,
             batching=batching,
             upstream=upstream,
@@ -231,7 +231,7 @@ def serve(
     port: int = 8000,
     model: str | None = "smollm2",
     provider: str = "auto",
-    int4: bool = False,
+    quantization: str = "fp32",
     model_name: str | None = None,
     limits: ServerLimits | None = None,
     allowed_hosts: Sequence[str] = (),
@@ -291,7 +291,7 @@ def serve(
     sock = listen(host, port)
     try:
         loaded, default_name = _load_model(
-            model, provider, int4, batch_config, upstream, upstream_mode, upstream_endpoint
+            model, provider, quantization, batch_config, upstream, upstream_mode, upstream_endpoint
         )
         name = model_name or default_name
         if sampling:

@@ -358,7 +358,7 @@ def _nbits_matrix(node: onnx.NodeProto, arrays: dict[str, np.ndarray], nodes: li
         zp = np.full((n, blocks), 1 << (bits - 1), np.int32)
     scales = arrays[sname].reshape(n, blocks)
     w = (codes - zp[..., None]).astype(np.float32) * scales[..., None]
-    prefix = qname.removesuffix(".q")
+    prefix = qname.removesuffix(".q8").removesuffix(".q")
     if f"{prefix}.mins" in arrays:
         producer = {out: m for m in nodes for out in m.output}
         (mm,) = [m for m in nodes if m.op_type == "MatMul" and m.input[1] == f"{prefix}.mins"]
@@ -379,7 +379,8 @@ def int4_matrices(model_dir: Path) -> dict[str, F32]:
     by_prefix: dict[str, F32] = {}
     for node in nodes:
         if node.op_type == "MatMulNBits":
-            by_prefix[node.input[1].removesuffix(".q")] = _nbits_matrix(node, arrays, nodes)
+            prefix = node.input[1].removesuffix(".q8").removesuffix(".q")
+            by_prefix[prefix] = _nbits_matrix(node, arrays, nodes)
         elif node.op_type == "MatMul" and node.input[1] in arrays and not node.input[1].endswith(".mins"):
             by_prefix[node.input[1]] = np.ascontiguousarray(arrays[node.input[1]].T)
     out: dict[str, F32] = {}

@@ -215,6 +215,9 @@ def test_int4_with_a_model_directory_is_an_error(tiny: Path, capsys: pytest.Capt
     _, err = capsys.readouterr()
     assert err.strip().startswith("rxstream chat: OnnxModel.from_pretrained: int4 applies to the known")
     assert str(tiny) in err
+    assert main(["chat", "hi", "--model", str(tiny), "--quantization", "int4-a8"]) == 1
+    _, err = capsys.readouterr()
+    assert err.strip().startswith("rxstream chat: OnnxModel.from_pretrained: int4-a8 applies to the known")
 
 
 def test_ctrl_c_while_chat_waits_on_stdin_is_one_line(tiny: Path) -> None:

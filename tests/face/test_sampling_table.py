@@ -152,8 +152,20 @@ def test_both_faces_take_the_shared_option_set() -> None:
     shared = {a.dest for a in parser._actions} - {"help"}
     for parse in (_chat, _serve):
         assert shared <= set(vars(parse([])))
-    assert {"model", "provider", "int4", "reasoning_format"} <= shared
+    assert {"model", "provider", "quantization", "reasoning_format"} <= shared
     assert {spec.dest for spec in FLAGGED} <= shared
+
+
+def test_the_quantization_option_names_the_backends_builds() -> None:
+    # the faces write the choices out (parsing imports no backend); they must be the backend's
+    from rxstream.backends.onnx import QUANTIZATIONS
+    from rxstream.face import QUANTIZATIONS as FACE_QUANTIZATIONS
+
+    assert FACE_QUANTIZATIONS == QUANTIZATIONS
+    for parse in (_chat, _serve):
+        assert parse([]).quantization == "fp32"
+        assert parse(["--int4"]).quantization == "int4"
+        assert parse(["--quantization", "int4-a8"]).quantization == "int4-a8"
 
 
 def test_serve_refuses_a_bad_option_naming_it_and_passes_the_sampling_on(
