@@ -1,5 +1,5 @@
 """Benchmark ``rxstream serve``: 1, 4, 16 and 32 concurrent streaming clients, continuous batching
-on and off side by side.
+on and off side by side, and llama.cpp's ``llama-server`` on the same GGUF beside it.
 
 Starts ``rxstream serve`` in a subprocess once per mode (``on``: ``--batching on``, the requests
 share one decode step per token, and a prompt that starts like one in the batch copies those
@@ -18,6 +18,14 @@ request time and the server process's peak resident memory during the level (sam
     .venv/bin/python benchmarks/serve.py --model int4
     .venv/bin/python benchmarks/serve.py --model tiny --levels 1,4 --modes on
     .venv/bin/python benchmarks/serve.py --provider cuda --max-concurrency 32
+    .venv/bin/python benchmarks/serve.py --model fp32,int4,int4-a8 --modes on --llama-server PATH
+
+With ``--llama-server`` (default: ``llama-server`` when it is on PATH), llama.cpp's server runs the
+GGUF the known model is converted from (``-np`` = the largest level, continuous batching, each
+thread setting of ``--llama-threads``: ``2p`` is 2 threads with ``OMP_WAIT_POLICY=PASSIVE``), with
+the same clients, interleaved with rxstream's servers level by level; the results end with each
+rxstream server's ratios against llama.cpp's best thread setting at that level (how to build it:
+docs/benchmarks.md).
 
 Results go to ``benchmarks/results/serve.md`` (and ``serve.json``).
 """
@@ -29,6 +37,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import socket
 import statistics
 import subprocess
@@ -41,6 +50,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+QUANTIZATIONS = ("fp32", "int4", "int4-a8")
+"""The builds of the known model (rxstream.backends.onnx.QUANTIZATIONS)."""
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -92,12 +104,12 @@ def choose_model(requested: str, workdir: Path) -> tuple[str, str]:
         from rxstream.backends import build_tiny_model
 
         return str(build_tiny_model(workdir / "tiny")), "tiny random-weight model (build_tiny_model)"
-    if requested not in ("auto", "fp32", "int4"):
+    if requested not in ("auto", *QUANTIZATIONS):
         return requested, requested
     from rxstream.backends import default_cache_dir
     from rxstream.backends.convert import KNOWN_MODELS
 
-    quantization = "int4" if requested == "int4" else "fp32"
+    quantization = "fp32" if requested == "auto" else requested
     directory = default_cache_dir() / "models" / f"{KNOWN_MODELS['smollm2'].dirname}-{quantization}"
     if (directory / ".complete").is_file():
         return str(directory), f"SmolLM2-135M-Instruct ({quantization} ONNX, from the cache)"
@@ -160,7 +172,8 @@ async def one_request(client: httpx.AsyncClient, url: str, question: str, max_to
     }
     t0 = time.perf_counter()
     ttft: float | None = None
-    tokens = 0
+    usage: int | None = None
+    chunks = 0
     chars = 0
     async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
         response.raise_for_status()
@@ -174,14 +187,16 @@ async def one_request(client: httpx.AsyncClient, url: str, question: str, max_to
             if "error" in event:
                 raise RuntimeError(event["error"]["message"])
             if event.get("usage"):
-                tokens = int(event["usage"]["completion_tokens"])
+                usage = int(event["usage"]["completion_tokens"])
             for choice in event.get("choices", []):
                 content = (choice.get("delta") or {}).get("content") or ""
                 if content:
+                    chunks += 1
                     chars += len(content)
                     if ttft is None:
                         ttft = time.perf_counter() - t0
-    return RequestResult(ttft, time.perf_counter() - t0, tokens, chars)
+    # the usage chunk's count; a server without one: the content chunks (a token each)
+    return RequestResult(ttft, time.perf_counter() - t0, chunks if usage is None else usage, chars)
 
 
 async def run_level(
@@ -223,68 +238,187 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 300) ->
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"rxstream serve exited with {proc.returncode}")
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
         try:
             if httpx.get(f"{url}/health", timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
-    raise RuntimeError("rxstream serve did not become ready")
+    raise RuntimeError(f"{proc.args!r} did not become ready")
 
 
-def write_results(path: Path, meta: dict[str, Any], runs: list[tuple[str, list[LevelResult]]]) -> None:
+MODE_TITLES = {
+    "on": "continuous batching (`--batching on`): one decode step for every request, shared prompt "
+    "prefixes read once",
+    "noshare": "continuous batching without prefix sharing (`--batching on --prefix-sharing off`): "
+    "every prompt read in full",
+    "off": "one generation per request (`--batching off`): a loop per request on its own thread",
+}
+
+
+@dataclass
+class Server:
+    """One server under test: an ``rxstream serve`` (a model in a mode) or a ``llama-server``."""
+
+    label: str
+    title: str
+    kind: str  # "rxstream" or "llama"
+    cmd: list[str]
+    env: dict[str, str]
+    url: str
+    proc: subprocess.Popen[bytes] | None = None
+
+
+def rxstream_server(model_arg: str, description: str, mode: str, args: argparse.Namespace) -> Server:
+    port = free_port()
+    cmd = [sys.executable, "-m", "rxstream", "serve", "--port", str(port), "--model", model_arg]
+    batching = "off" if mode == "off" else "on"
+    sharing = "off" if mode == "noshare" else "on"
+    cmd += ["--model-name", "bench", "--batching", batching, "--provider", args.provider]
+    cmd += ["--prefix-sharing", sharing]
+    cmd += ["--max-concurrency", str(args.max_concurrency), "--log-level", "warning"]
+    return Server(
+        label=f"rxstream {description.split('(')[-1].split()[0]} {mode}",
+        title=f"rxstream, {description}: {MODE_TITLES[mode]}",
+        kind="rxstream",
+        cmd=cmd,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        url=f"http://127.0.0.1:{port}",
+    )
+
+
+def llama_servers(binary: Path, gguf: Path, slots: int, settings: list[str]) -> list[Server]:
+    """``llama-server`` on ``gguf`` once per thread setting (``2``; ``2p``: ``OMP_WAIT_POLICY=PASSIVE``)."""
+    out = []
+    for setting in settings:
+        threads = setting.rstrip("p")
+        port = free_port()
+        env = {**os.environ}
+        if setting.endswith("p"):
+            env["OMP_WAIT_POLICY"] = "PASSIVE"
+        cmd = [str(binary), "-m", str(gguf), "--port", str(port), "-np", str(slots), "-c", str(256 * slots)]
+        cmd += ["-cb", "--no-webui", "-t", threads, "-tb", threads, "--log-disable"]
+        policy = ", OMP_WAIT_POLICY=PASSIVE" if setting.endswith("p") else ""
+        out.append(
+            Server(
+                label=f"llama.cpp -t {threads}{policy}",
+                title=f"llama.cpp `llama-server` on {gguf.name}: `-np {slots} -cb -t {threads}`{policy}",
+                kind="llama",
+                cmd=cmd,
+                env=env,
+                url=f"http://127.0.0.1:{port}",
+            )
+        )
+    return out
+
+
+def level_table(levels: list[LevelResult]) -> list[str]:
+    lines = [
+        "| clients | requests | tokens | wall s | aggregate tokens/s | TTFT p50 ms | TTFT p95 ms "
+        "| request p50 s | peak RSS MB | load avg after |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for lv in levels:
+        lines.append(
+            f"| {lv.concurrency} | {lv.requests} | {lv.tokens} | {lv.wall_s:.2f} | {lv.tokens_per_s:.1f} "
+            f"| {lv.ttft_p50_ms:.0f} | {lv.ttft_p95_ms:.0f} | {lv.request_p50_s:.2f} "
+            f"| {lv.peak_rss_mb:.0f} | {lv.load_avg:.1f} |"
+        )
+    return lines
+
+
+def ratios(servers: list[Server], results: dict[str, list[LevelResult]]) -> list[dict[str, Any]]:
+    """Each rxstream server against llama.cpp's best thread setting (most tokens/s) at each level."""
+    llama = [s.label for s in servers if s.kind == "llama"]
+    out: list[dict[str, Any]] = []
+    if not llama:
+        return out
+    for server in servers:
+        if server.kind != "rxstream":
+            continue
+        for i, ours in enumerate(results[server.label]):
+            best = max((results[label][i] for label in llama), key=lambda lv: lv.tokens_per_s)
+            best_label = next(label for label in llama if results[label][i] is best)
+            out.append(
+                {
+                    "server": server.label,
+                    "clients": ours.concurrency,
+                    "llama": best_label,
+                    "tokens_per_s": ours.tokens_per_s / best.tokens_per_s,
+                    "ttft_p50": ours.ttft_p50_ms / best.ttft_p50_ms,
+                    "load_avg": ours.load_avg,
+                }
+            )
+    return out
+
+
+def write_results(
+    path: Path, meta: dict[str, Any], servers: list[Server], results: dict[str, list[LevelResult]]
+) -> None:
     lines = [
         "# `rxstream serve` benchmark",
         "",
-        f"- model: {meta['model']}",
         f"- provider: {meta['provider']}",
         f"- requests: chat completions, streaming, greedy, `max_tokens={meta['max_tokens']}`, "
         f"{meta['requests_per_client']} request(s) per client back to back, every prompt distinct "
         "(all begin with the chat template's system prompt: 28 tokens in common); "
-        "tokens counted from the usage chunk; TTFT = request sent -> first non-empty content delta; "
+        "tokens counted from the usage chunk (llama.cpp without one: its content chunks, a token "
+        "each); TTFT = request sent -> first non-empty content delta; "
         "peak RSS = the server process's resident memory, highest sample (every 20 ms) during the level",
-        f"- server: `--max-concurrency {meta['max_concurrency']}` (generation slots; with batching: "
+        f"- rxstream: `--max-concurrency {meta['max_concurrency']}` (generation slots; with batching: "
         "the batch size)",
-        "- the modes' servers run side by side and each level is run in both modes back to back "
-        "(batching on first), so both see about the same load from other processes; "
-        "`load avg after` is the machine's 1-minute load average when the level ended",
+        "- the servers run side by side and each level is run on each server in turn, so all see about "
+        "the same load from other processes; `load avg after` is the machine's 1-minute load average "
+        "when the level ended",
         f"- machine: {meta['machine']}",
         f"- command: `{meta['command']}`",
     ]
-    for mode, levels in runs:
-        title = {
-            "on": "continuous batching (`--batching on`): one decode step for every request, "
-            "shared prompt prefixes read once",
-            "noshare": "continuous batching without prefix sharing (`--batching on --prefix-sharing off`): "
-            "every prompt read in full",
-            "off": "one generation per request (`--batching off`): a loop per request on its own thread",
-        }[mode]
+    table = meta.get("ratios") or []
+    if table:
         lines += [
             "",
-            f"## {title}",
+            "## against llama.cpp (its best thread setting at each level)",
             "",
-            "| clients | requests | tokens | wall s | aggregate tokens/s | TTFT p50 ms | TTFT p95 ms "
-            "| request p50 s | peak RSS MB | load avg after |",
-            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| server | clients | tokens/s vs llama.cpp | TTFT p50 vs llama.cpp | llama.cpp's best "
+            "| load avg |",
+            "| --- | ---: | ---: | ---: | --- | ---: |",
         ]
-        for lv in levels:
+        for r in table:
             lines.append(
-                f"| {lv.concurrency} | {lv.requests} | {lv.tokens} | {lv.wall_s:.2f} | {lv.tokens_per_s:.1f} "
-                f"| {lv.ttft_p50_ms:.0f} | {lv.ttft_p95_ms:.0f} | {lv.request_p50_s:.2f} "
-                f"| {lv.peak_rss_mb:.0f} | {lv.load_avg:.1f} |"
+                f"| {r['server']} | {r['clients']} | {r['tokens_per_s']:.2f}x | {r['ttft_p50']:.2f}x "
+                f"| {r['llama']} | {r['load_avg']:.1f} |"
             )
+    for server in servers:
+        lines += ["", f"## {server.title}", "", *level_table(results[server.label])]
     lines.append("")
     path.write_text("\n".join(lines), encoding="utf-8")
-    data = {"meta": meta, "runs": [{"batching": m, "levels": [asdict(lv) for lv in lv_]} for m, lv_ in runs]}
+    data = {
+        "meta": meta,
+        "runs": [
+            {"server": s.label, "title": s.title, "levels": [asdict(lv) for lv in results[s.label]]}
+            for s in servers
+        ],
+    }
     path.with_suffix(".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def default_gguf() -> Path:
+    from rxstream.backends import default_cache_dir
+    from rxstream.backends.convert import KNOWN_MODELS
+
+    return default_cache_dir() / "downloads" / KNOWN_MODELS["smollm2"].member.rsplit("/", 1)[-1]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", default="auto", help="auto (fp32 if cached), fp32, int4, tiny or DIR")
+    parser.add_argument(
+        "--model",
+        default="auto",
+        help="comma-separated: auto (fp32 if cached), fp32, int4, int4-a8, tiny or DIR (default auto)",
+    )
     parser.add_argument("--provider", default="cpu", choices=("auto", "cpu", "cuda"))
     parser.add_argument(
         "--levels", default="1,4,16,32", help="comma-separated client counts (default 1,4,16,32)"
@@ -300,67 +434,92 @@ def main(argv: list[str] | None = None) -> int:
         help="modes to run, in order: on (batching), noshare (batching, no prefix sharing), off "
         "(default on,noshare,off)",
     )
+    parser.add_argument(
+        "--llama-server",
+        default=shutil.which("llama-server"),
+        help="llama.cpp's llama-server binary (default: llama-server on PATH; 'none' to leave it out)",
+    )
+    parser.add_argument(
+        "--llama-gguf", type=Path, default=None, help="its model (default: the known model's GGUF)"
+    )
+    parser.add_argument(
+        "--llama-threads",
+        default="1,2,2p",
+        help="llama-server thread settings (2p: 2 threads, OMP_WAIT_POLICY=PASSIVE; default 1,2,2p)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "serve.md")
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",") if x]
     modes = [m for m in args.modes.split(",") if m]
-    if not modes or any(m not in ("on", "noshare", "off") for m in modes):
+    if not modes or any(m not in MODE_TITLES for m in modes):
         parser.error("--modes takes on, noshare and/or off")
+    if args.llama_server == "none":
+        args.llama_server = None
 
     load_at_start = os.getloadavg()[0]
-    results: dict[str, list[LevelResult]] = {m: [] for m in modes}
-    procs: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+    servers: list[Server] = []
     with tempfile.TemporaryDirectory() as tmp:
-        model_arg, description = choose_model(args.model, Path(tmp))
+        descriptions = []
+        for requested in [m for m in args.model.split(",") if m]:
+            model_arg, description = choose_model(requested, Path(tmp))
+            descriptions.append(description)
+            servers += [rxstream_server(model_arg, description, mode, args) for mode in modes]
+        if args.llama_server is not None:
+            gguf = args.llama_gguf or default_gguf()
+            if not gguf.is_file():
+                parser.error(
+                    f"no GGUF at {gguf}: pull the model first (rxstream models pull) or give --llama-gguf"
+                )
+            settings = [t for t in args.llama_threads.split(",") if t]
+            servers += llama_servers(Path(args.llama_server), gguf, max(levels), settings)
+        results: dict[str, list[LevelResult]] = {s.label: [] for s in servers}
         try:
-            for mode in modes:
-                port = free_port()
-                url = f"http://127.0.0.1:{port}"
-                cmd = [sys.executable, "-m", "rxstream", "serve", "--port", str(port), "--model", model_arg]
-                batching = "off" if mode == "off" else "on"
-                sharing = "off" if mode == "noshare" else "on"
-                cmd += ["--model-name", "bench", "--batching", batching, "--provider", args.provider]
-                cmd += ["--prefix-sharing", sharing]
-                cmd += ["--max-concurrency", str(args.max_concurrency), "--log-level", "warning"]
-                proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-                procs[mode] = (proc, url)
-                wait_ready(url, proc)
-                asyncio.run(run_level(url, 1, 1, 8))  # warm-up
+            for server in servers:
+                server.proc = subprocess.Popen(
+                    server.cmd, cwd=ROOT, env=server.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
+                wait_ready(server.url, server.proc)
+                asyncio.run(run_level(server.url, 1, 1, 8))  # warm-up
             for level in levels:
-                for mode in modes:
-                    proc, url = procs[mode]
+                for server in servers:
+                    assert server.proc is not None
                     result = asyncio.run(
-                        run_level(url, level, args.requests_per_client, args.max_tokens, proc.pid)
+                        run_level(
+                            server.url, level, args.requests_per_client, args.max_tokens, server.proc.pid
+                        )
                     )
                     print(
-                        f"{mode:>7}, {level:>3} clients: {result.tokens} tokens "
+                        f"{server.label:>32}, {level:>3} clients: {result.tokens} tokens "
                         f"in {result.wall_s:.2f}s = "
                         f"{result.tokens_per_s:.1f} tok/s; TTFT p50 {result.ttft_p50_ms:.0f} ms, "
                         f"p95 {result.ttft_p95_ms:.0f} ms; peak RSS {result.peak_rss_mb:.0f} MB; "
                         f"load {result.load_avg:.1f}",
                         flush=True,
                     )
-                    results[mode].append(result)
+                    results[server.label].append(result)
         finally:
-            for proc, _ in procs.values():
-                proc.terminate()
+            for server in servers:
+                if server.proc is None:
+                    continue
+                server.proc.terminate()
                 try:
-                    proc.wait(10)
+                    server.proc.wait(10)
                 except subprocess.TimeoutExpired:
-                    proc.kill()
-    runs = [(m, results[m]) for m in modes]
+                    server.proc.kill()
     meta = {
-        "model": description,
+        "models": descriptions,
         "provider": args.provider,
         "max_concurrency": args.max_concurrency,
         "max_tokens": args.max_tokens,
         "requests_per_client": args.requests_per_client,
+        "llama_server": args.llama_server,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"1-minute load average at the start {load_at_start:.1f} (other processes share the cores)",
         "command": "python benchmarks/serve.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "ratios": ratios(servers, results),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_results(args.out, meta, runs)
+    write_results(args.out, meta, servers, results)
     print(f"wrote {args.out}")
     return 0
 

@@ -27,7 +27,7 @@ from rxstream.chat import ChatTemplate
 
 from ._config import BATCH_MODEL_FILE, MODEL_FILE, DecoderConfig, sampling_defaults
 from ._sampling import check_int
-from ._session import DecoderSession, Provider, fused_attention_off_device
+from ._session import DecoderSession, Provider, Spinning, fused_attention_off_device
 
 __all__ = ["ModelParts", "check_load_args", "load_directory", "open_plain_session", "resolve_name"]
 
@@ -51,13 +51,15 @@ def check_load_args(who: str, provider: Any, threads: Any, spinning: Any) -> int
     """Check the loading options before any file is read (or any model pulled); return ``threads``."""
     if provider not in ("auto", "cpu", "cuda"):
         raise ValueError(f"{who}: provider must be 'auto', 'cpu' or 'cuda', got {provider!r}")
-    if not isinstance(spinning, (bool, np.bool_)):
-        raise TypeError(f"{who}: spinning must be a bool, got {spinning!r}")
+    if not isinstance(spinning, (bool, np.bool_)) and spinning != "step":
+        raise TypeError(f"{who}: spinning must be True, False or 'step', got {spinning!r}")
     # 0 lets ONNX Runtime choose (one thread per physical core), like None
     return None if threads is None else check_int(who, "threads", threads, minimum=0)
 
 
-def load_directory(path: str | Path, provider: Provider, threads: int | None, spinning: bool) -> ModelParts:
+def load_directory(
+    path: str | Path, provider: Provider, threads: int | None, spinning: Spinning
+) -> ModelParts:
     """Read the model directory ``path`` (the work of :meth:`OnnxModel.load`; arguments checked)."""
     directory = Path(path).expanduser()
     if not directory.exists():
@@ -147,7 +149,7 @@ def _open_session(
     provider: Provider,
     threads: int | None,
     config: DecoderConfig,
-    spinning: bool,
+    spinning: Spinning,
 ) -> DecoderSession:
     """The session of ``model_file``, or of the plain-attention graph where only that one runs on CUDA."""
     session = DecoderSession(model_file, provider, threads, config, spinning)
@@ -177,7 +179,7 @@ def open_plain_session(
     provider: Provider,
     threads: int | None,
     config: DecoderConfig | None,
-    spinning: bool,
+    spinning: Spinning,
 ) -> DecoderSession:
     """The plain-attention session beside ``session`` (a fused-attention graph without
     position_ids), for left-padded batches; ``ValueError`` when the directory has none."""

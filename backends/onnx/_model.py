@@ -33,7 +33,7 @@ from ._model_text import ModelText
 from ._pretrained import pretrained_path
 from ._sampling import check_int, check_logprobs
 from ._scheduler import BatchConfig, BatchScheduler, batched_observable
-from ._session import DecoderSession, Provider
+from ._session import DecoderSession, Provider, Spinning
 
 __all__ = ["OnnxModel"]
 
@@ -62,7 +62,7 @@ class OnnxModel(ModelText):
         chat_template: ChatTemplate | None,
         provider_request: Provider,
         threads: int | None,
-        spinning: bool = True,
+        spinning: Spinning = True,
         default_sampling: SamplingParams | None = None,
         batching: BatchConfig | None = None,
     ) -> None:
@@ -98,7 +98,7 @@ class OnnxModel(ModelText):
         *,
         provider: Provider = "auto",
         threads: int | None = None,
-        spinning: bool = True,
+        spinning: Spinning = True,
         batching: BatchConfig | bool = True,
     ) -> OnnxModel:
         """Load a model directory.
@@ -109,8 +109,10 @@ class OnnxModel(ModelText):
         ``"cpu"``, ``"cuda"`` (an error if CUDA cannot start) or ``"auto"`` (CUDA when it works,
         else CPU, quietly); :attr:`provider` says which one runs. ``threads``: ONNX Runtime intra-op
         threads (default: one per physical core). ``spinning``: whether those threads spin between
-        kernels (ONNX Runtime's default; fastest when the cores are otherwise idle) or block (better
-        when the cores are shared with other busy work). ``batching``: a :class:`BatchConfig`
+        kernels (``True``, ONNX Runtime's default; fastest when the cores are otherwise idle), block
+        (``False``: better when the cores are shared with other busy work), or spin within each
+        forward pass and stop when it returns (``"step"``: what ``rxstream serve`` runs, where the
+        event loop and the clients need the cores between steps). ``batching``: a :class:`BatchConfig`
         (``True``: the default one) to run concurrent generations in one batch, ``False`` for one
         loop per generation.
         """
@@ -141,7 +143,7 @@ class OnnxModel(ModelText):
         cache_dir: str | Path | None = None,
         progress: bool = True,
         threads: int | None = None,
-        spinning: bool = True,
+        spinning: Spinning = True,
         batching: BatchConfig | bool = True,
     ) -> OnnxModel:
         """Load a model directory, or a known model by name (``"smollm2"``), pulling it on first use.

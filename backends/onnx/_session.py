@@ -24,9 +24,19 @@ import onnxruntime as ort
 from ._config import DecoderConfig
 from ._graph_ops import graph_ops as read_graph_ops
 
-__all__ = ["ConcatCache", "DecoderSession", "Provider", "SharedCache", "fused_attention_off_device"]
+__all__ = [
+    "ConcatCache",
+    "DecoderSession",
+    "Provider",
+    "SharedCache",
+    "Spinning",
+    "fused_attention_off_device",
+]
 
 Provider = Literal["auto", "cpu", "cuda"]
+Spinning = bool | Literal["step"]
+"""How ONNX Runtime's intra-op workers wait: ``True`` spin (its default), ``False`` block,
+``"step"`` spin within a forward pass and stop when it returns (see :func:`_create_session`)."""
 
 log = logging.getLogger("rxstream.backends")
 
@@ -60,7 +70,7 @@ def _nvidia_device_present() -> bool:
 
 
 def _create_session(
-    path: Path, provider: Provider, threads: int | None, spinning: bool = True
+    path: Path, provider: Provider, threads: int | None, spinning: Spinning = True
 ) -> tuple[ort.InferenceSession, str]:
     if provider not in ("auto", "cpu", "cuda"):
         raise ValueError(f"OnnxModel: provider must be 'auto', 'cpu' or 'cuda', got {provider!r}")
@@ -74,7 +84,13 @@ def _create_session(
     # (re-quantized, int8-activation) int4 build decoded ~1.4x and fp32 ~1.1x faster than with
     # blocking waits. On cores busy with other work the spinning steals
     # the CPU instead; ``spinning=False`` makes the workers block (better there, worse when idle).
+    # ``"step"`` spins within a pass and stops the spinning when the pass returns, so the work
+    # between passes (sampling, detokenizing, a server's event loop and its clients) has the
+    # cores: measured with the server (SmolLM2 int4-a8, 2 cores), 1.29x the blocking tokens/s for
+    # one client and 1.18x for 16, where always spinning gave 1.12x and 1.19x.
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    if spinning == "step":
+        options.add_session_config_entry("session.force_spinning_stop", "1")
     want_cuda = provider == "cuda" or (
         provider == "auto"
         and "CUDAExecutionProvider" in ort.get_available_providers()
@@ -162,7 +178,7 @@ class DecoderSession:
         provider: Provider,
         threads: int | None,
         config: DecoderConfig | None,
-        spinning: bool = True,
+        spinning: Spinning = True,
     ) -> None:
         self.session, self.provider = _create_session(path, provider, threads, spinning)
         self.path = path

@@ -27,7 +27,7 @@ def load_model(
     quantization: str = "fp32",
     *,
     progress: bool = False,
-    spinning: bool | None = None,
+    spinning: bool | Literal["step"] | None = None,
     batching: Any = None,
     upstream: Sequence[str] = (),
     upstream_mode: str = "ids",

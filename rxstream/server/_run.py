@@ -182,14 +182,17 @@ def _load_model(
     upstream_mode: str = "ids",
     upstream_endpoint: str = "completions",
 ) -> tuple[Any, str]:
-    # Several generations share the cores here: ONNX Runtime threads that block instead of spin
-    # give more total throughput in that case (spinning wins only for one stream on idle cores).
+    # The event loop and the clients share the cores with the model. With batching, one step runs
+    # at a time: its workers spin within the step and stop when it returns ("step"), so the work
+    # between steps has the cores (measured: 1.29x the blocking workers' tokens/s for one client,
+    # 1.18x for 16). Without batching, concurrent loops run passes side by side, and workers that
+    # block give more total throughput.
     try:
         loaded = load_model(
             model,
             provider,
             quantization,
-            spinning=False,
+            spinning="step" if batching is not False else False,
             batching=batching,
             upstream=upstream,
             upstream_mode=upstream_mode,

@@ -7,7 +7,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import onnx
@@ -568,14 +568,20 @@ def test_loads_the_onnxruntime_genai_layout(gqa_dir: Path, tmp_path: Path) -> No
         m.generate_batch([prompt, prompt[:3]])
 
 
-@pytest.mark.parametrize("spinning", [True, False])
+@pytest.mark.parametrize("spinning", [True, False, "step"])
 def test_spinning_option_sets_the_session_and_keeps_the_ids(
-    spinning: bool, gqa_dir: Path, gqa_model: OnnxModel
+    spinning: bool | Literal["step"], gqa_dir: Path, gqa_model: OnnxModel
 ) -> None:
     m = OnnxModel.load(gqa_dir, provider="cpu", threads=2, spinning=spinning)
     options = m._session.session.get_session_options()
     entry = options.get_session_config_entry("session.intra_op.allow_spinning")
     assert entry == ("1" if spinning else "0")
+    # "step": the workers stop spinning when a pass returns (ONNX Runtime's force_spinning_stop)
+    if spinning == "step":
+        assert options.get_session_config_entry("session.force_spinning_stop") == "1"
+    else:
+        with pytest.raises(RuntimeError, match="does not have configuration"):
+            options.get_session_config_entry("session.force_spinning_stop")
     prompt = prompt_of(m)
     assert collect(m, prompt, max_new_tokens=12, ignore_eos=True) == collect(
         gqa_model, prompt, max_new_tokens=12, ignore_eos=True

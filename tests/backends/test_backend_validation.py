@@ -283,7 +283,7 @@ def test_other_names(tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
         ({"threads": -1}, ValueError, "threads must be >= 0"),
         ({"threads": True}, TypeError, "threads must be an int"),
         ({"threads": 1.5}, TypeError, "threads must be an int"),
-        ({"spinning": "no"}, TypeError, "spinning must be a bool"),
+        ({"spinning": "no"}, TypeError, "spinning must be True, False or 'step'"),
         ({"provider": "tpu"}, ValueError, "provider must be"),
     ],
 )
@@ -300,7 +300,7 @@ def test_bad_load_options_raise_before_loading(
 
 def test_from_pretrained_checks_quantization_before_pulling(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
-    with pytest.raises(ValueError, match="quantization must be 'fp32' or 'int4', got 'int8'"):
+    with pytest.raises(ValueError, match="quantization must be one of 'fp32', 'int4', 'int4-a8', got 'int8'"):
         OnnxModel.from_pretrained(
             "smollm2",
             cache_dir=tmp_path / "file" / "cache",
