@@ -41,12 +41,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", default="fp32", help="fp32, int4 (the default model's builds) or DIR")
+    parser.add_argument(
+        "--model", default="fp32", help="fp32, int4, int4-a8 (the default model's builds) or DIR"
+    )
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     directory = args.model
-    if args.model in ("fp32", "int4"):
+    if args.model in ("fp32", "int4", "int4-a8"):
         directory = str(default_cache_dir() / "models" / f"{KNOWN_MODELS['smollm2'].dirname}-{args.model}")
     models = {"batched": timed_model(directory, True), "own loop": timed_model(directory, False)}
     prompt = models["batched"][0].encode_chat([{"role": "user", "content": "Explain how a rainbow forms."}])

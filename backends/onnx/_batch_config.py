@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._sampling import check_int
 
+if TYPE_CHECKING:
+    from ._session import DecoderSession
+
 __all__ = [
+    "DEFAULT_DRAFT_TOKENS",
     "DEFAULT_KV_TOKENS",
     "DEFAULT_PREFIX_CACHE_BYTES",
+    "MAX_DRAFT_TOKENS",
     "MIN_SHARED_PREFIX",
     "BatchConfig",
     "idle_stats",
@@ -23,6 +28,11 @@ DEFAULT_PREFIX_CACHE_BYTES = 128 << 20
 
 MIN_SHARED_PREFIX = 4
 """Shorter common prefixes are prefilled anew (the copy would cost about what it saves)."""
+
+DEFAULT_DRAFT_TOKENS = 4
+"""Draft ids a lone row reads with its next id at most (prompt lookup; 0: off)."""
+MAX_DRAFT_TOKENS = 16
+"""The largest ``draft_tokens`` (a draft pass is one small prefill)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +54,13 @@ class BatchConfig:
             from a row that ended (see ``prefix_cache_bytes``), starts from a copy of those
             positions and prefills only the rest (at least ``MIN_SHARED_PREFIX`` tokens
             shared; the last prompt token is always computed).
+        draft_tokens: prompt lookup (speculative decoding without a second model): while a
+            row decodes alone (one stream), ids that followed an earlier occurrence of its last
+            ids are read with its next id in one pass, at most this many, and kept while its
+            own sampler picks them (see :mod:`._lookup`); the ids are exactly those of plain
+            decoding. Slot layout (GroupQueryAttention graphs), rows without a grammar. 0: off;
+            None (default): :data:`DEFAULT_DRAFT_TOKENS`, off for graphs with 8-bit activations
+            (``int4-a8``), whose several-position passes round otherwise than single steps.
         prefix_cache_bytes: with ``share_prefix``, the KV positions of rows that ended (their
             prompt and the answer tokens fed back) are kept up to this many bytes, least
             recently used dropped first, for the prompts that begin with them (a chat's next
@@ -57,6 +74,7 @@ class BatchConfig:
     prefill_chunk: int = 256
     share_prefix: bool = True
     prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES
+    draft_tokens: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "max_kv_tokens", "prefill_chunk"):
@@ -66,6 +84,20 @@ class BatchConfig:
         check_int("BatchConfig", "prefix_cache_bytes", self.prefix_cache_bytes, minimum=0)
         if not isinstance(self.share_prefix, bool):
             raise TypeError(f"BatchConfig: share_prefix must be a bool, got {self.share_prefix!r}")
+        if self.draft_tokens is not None:
+            if check_int("BatchConfig", "draft_tokens", self.draft_tokens, minimum=0) > MAX_DRAFT_TOKENS:
+                raise ValueError(
+                    f"BatchConfig: draft_tokens must be <= {MAX_DRAFT_TOKENS}, got {self.draft_tokens}"
+                )
+
+    def draft_tokens_for(self, graph: DecoderSession) -> int:
+        """:attr:`draft_tokens`, with None resolved for ``graph``: :data:`DEFAULT_DRAFT_TOKENS`,
+        or 0 where its kernels round the activations to 8 bits (``MatMulNBits`` at
+        ``accuracy_level`` 4: a pass of several positions rounds them otherwise than single
+        steps do, so the ids would not always be plain decoding's)."""
+        if self.draft_tokens is not None:
+            return self.draft_tokens
+        return 0 if graph.int8_activations else DEFAULT_DRAFT_TOKENS
 
     def kv_budget(self, context_length: int) -> int:
         """:attr:`max_kv_tokens`, with None resolved for a model of ``context_length`` tokens."""
@@ -74,7 +106,9 @@ class BatchConfig:
         return max(DEFAULT_KV_TOKENS, context_length)
 
 
-def idle_stats(layout: str | None, config: BatchConfig, context_length: int) -> dict[str, Any]:
+def idle_stats(
+    layout: str | None, config: BatchConfig, context_length: int, draft_tokens: int
+) -> dict[str, Any]:
     """A model's batch stats before its scheduler exists (no row, no KV memory)."""
     return {
         "layout": layout,
@@ -83,4 +117,10 @@ def idle_stats(layout: str | None, config: BatchConfig, context_length: int) -> 
         "kv_bytes": 0,
         "max_batch": config.max_batch,
         "max_kv_tokens": config.kv_budget(context_length),
+        "decode_steps": 0,
+        "prefill_tokens": 0,
+        "shared_prefix_tokens": 0,
+        "draft_tokens": draft_tokens,
+        "drafted_tokens": 0,
+        "kept_draft_tokens": 0,
     }

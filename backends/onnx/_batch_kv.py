@@ -240,6 +240,17 @@ class BatchKV:
         logits, row.past = self.padded.prefill(row.past, ids, done)
         return np.asarray(logits, dtype=np.float32)
 
+    def draft_pass(self, row: BatchRow, tokens: Sequence[int]) -> npt.NDArray[np.float32]:
+        """Read ``tokens`` (the row's next id, then a draft) after the row's ``length`` positions in
+        one pass (slot layout); the logits after each of them, ``[len(tokens), vocab]``. Positions
+        of draft ids that are not kept stay past the row's length, unused, overwritten later."""
+        assert self.slots is not None
+        seq, done = len(tokens), row.length
+        ids = np.asarray([tokens], dtype=np.int64)
+        mask = np.ones((1, done + seq), np.int64)
+        positions = np.arange(done, done + seq, dtype=np.int64)[None, :]
+        return self.slots.run(row.slot, ids, mask, positions, keep=seq)[0, -seq:]
+
     def decode_pass(
         self, rows: Sequence[BatchRow], batch: Sequence[BatchRow]
     ) -> list[npt.NDArray[np.float32]]:

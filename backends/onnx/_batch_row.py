@@ -14,6 +14,7 @@ from reactivex import abc
 from rxstream import Finish, FinishCallback, FinishOnce, FinishReason
 
 from ._generation import GenerateCall, make_sampler, token_item
+from ._lookup import PromptLookup
 
 __all__ = ["BatchRow"]
 
@@ -35,6 +36,7 @@ class BatchRow:
         "key",
         "leader",
         "length",
+        "lookup",
         "next_token",
         "observer",
         "past",
@@ -79,6 +81,8 @@ class BatchRow:
         self.generated: list[int] = []
         """The ids emitted so far (fed back one step later: the cache holds all but the last)."""
         self.failed = False
+        self.lookup: PromptLookup | None = None
+        """The row's n-gram index for drafts (made when it first decodes alone), or None."""
         self.next_token = 0
         self.slot = -1
         self.past: list[ort.OrtValue] | None = None
@@ -123,6 +127,8 @@ class BatchRow:
             return
         self.produced += 1
         self.generated.append(token)
+        if self.lookup is not None:
+            self.lookup.append(token)
         self.next_token = token
         if self.cancelled:
             return

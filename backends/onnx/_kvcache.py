@@ -73,14 +73,17 @@ def position_bytes(graph: DecoderSession) -> int:
 
 
 def _feeds(
-    graph: DecoderSession, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray
+    graph: DecoderSession, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray, keep: int = 1
 ) -> dict[str, np.ndarray]:
-    """The inputs of one pass; a pass of several positions asks for the last one's logits only
-    (every batched pass here samples just that)."""
+    """The inputs of one pass; a pass of several positions asks for the last ``keep`` positions'
+    logits only (a batched pass samples the last one; a draft pass each of its positions)."""
     feeds = {"input_ids": ids, "attention_mask": mask}
     if graph.has_position_ids:
         feeds["position_ids"] = positions
-    graph.last_logits(feeds)
+    if keep == 1:
+        graph.last_logits(feeds)
+    else:
+        graph.last_logits_n(feeds, keep)
     return feeds
 
 
@@ -198,10 +201,11 @@ class SlotCache:
         )
 
     def run(
-        self, start: int, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray
+        self, start: int, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray, keep: int = 1
     ) -> npt.NDArray[np.float32]:
         """One forward pass over slots ``start .. start+len(ids)-1``: logits ``[rows, seq, vocab]``
-        (for ``seq == 1`` in a buffer the next such pass over the same slots overwrites).
+        (for ``seq == 1`` in a buffer the next such pass over the same slots overwrites; with
+        ``keep`` > 1 at least the last ``keep`` positions').
 
         ``mask[r]`` is ones over row ``r``'s cached positions plus its new ones, zeros after;
         ``positions`` are the new tokens' positions (fed when the graph takes ``position_ids``).
@@ -212,8 +216,8 @@ class SlotCache:
             raise RuntimeError(f"KV cache: {mask.shape[1]} positions exceed the capacity {self.capacity}")
         key = (start, count, seq)
         cached = self._bindings.get(key) if seq == 1 else None
-        feeds = _feeds(g, ids, mask, positions)
-        out_seq = 1 if g.keeps_logits else seq  # _feeds asks for the last position where it can
+        feeds = _feeds(g, ids, mask, positions, keep)
+        out_seq = keep if g.keeps_logits else seq  # _feeds asks for the last ones where it can
         if cached is None:
             binding = g.session.io_binding()
             shape = [count, g.kv_heads, self.capacity, g.head_dim]

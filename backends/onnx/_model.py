@@ -206,7 +206,8 @@ class OnnxModel(ModelText):
             return None
         scheduler = self._batcher
         if scheduler is None:
-            return idle_stats(batch_layout(self._session), self._batching, self.max_length)
+            draft = self._batching.draft_tokens_for(self._session)
+            return idle_stats(batch_layout(self._session), self._batching, self.max_length, draft)
         return scheduler.stats()
 
     def _scheduler(self) -> BatchScheduler:

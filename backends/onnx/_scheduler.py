@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -58,6 +59,7 @@ from rxstream.structured import fill_masks
 from ._batch_config import DEFAULT_KV_TOKENS, DEFAULT_PREFIX_CACHE_BYTES, MIN_SHARED_PREFIX, BatchConfig
 from ._batch_kv import BatchKV
 from ._batch_row import BatchRow
+from ._draft import Drafts
 from ._generation import GenerateCall
 from ._session import DecoderSession
 
@@ -93,6 +95,7 @@ class BatchScheduler:
         self._steps = 0
         self._prefill_tokens = 0
         self._shared_tokens = 0
+        self._drafts = Drafts(config.draft_tokens_for(graph))
         self._peak_rows = 0
         self._peak_kv = 0
         self._snapshot: dict[str, Any] = {}
@@ -348,13 +351,21 @@ class BatchScheduler:
 
     # ------------------------------------------------------------------ decode
     def _decode(self, rows: list[BatchRow]) -> None:
-        """One decode step for ``rows`` (the others skip it)."""
+        """One decode step for ``rows`` (the others skip it); a row alone in the batch may read a
+        draft with its next id (:class:`~._draft.Drafts`)."""
+        alone = len(rows) == 1 and len(self._rows) == 1
+        if alone and self._kv.slots is not None and self._drafts.step(rows[0], self._kv):
+            self._steps += 1
+            return
+        start = time.perf_counter()
         try:
             logits = self._kv.decode_pass(rows, self._rows)
         except Exception as exc:
             for row in rows:
                 row.fail(exc)
             return
+        if alone:
+            self._drafts.timed_step(time.perf_counter() - start)
         self._steps += 1
         constrained = [r.constraint for r in rows if r.constraint is not None and not r.cancelled]
         if len(constrained) > 1:  # the rows' masks at once, in parallel
@@ -392,6 +403,9 @@ class BatchScheduler:
             "prefix_cache_bytes": self._kv.store.nbytes,
             "max_prefix_cache_bytes": self._kv.store.budget,
             "prefix_cache_hits": self._kv.store.hits,
+            "draft_tokens": self._drafts.max_draft,
+            "drafted_tokens": self._drafts.drafted,
+            "kept_draft_tokens": self._drafts.kept,
         }
         with self._cond:
             self._snapshot = snapshot

@@ -23,6 +23,7 @@ import onnxruntime as ort
 
 from ._config import DecoderConfig
 from ._graph_ops import graph_ops as read_graph_ops
+from ._graph_ops import nbits_accuracy_levels
 
 __all__ = [
     "ConcatCache",
@@ -208,6 +209,8 @@ class DecoderSession:
         self.vocab_out = int(vocab) if isinstance(vocab, int) else (config.vocab_size if config else 0)
         graph_ops = read_graph_ops(path)
         self.ops = graph_ops
+        self.int8_activations = 4 in nbits_accuracy_levels(path)
+        """Whether its ``MatMulNBits`` round the activations to 8 bits (``accuracy_level`` 4)."""
         # fused attention that can share past/present buffers (fp32 logits needed for the fixed buffer)
         self.shares_buffer = (
             "GroupQueryAttention" in graph_ops
@@ -222,6 +225,14 @@ class DecoderSession:
         if self.keeps_logits:
             feeds[LOGITS_TO_KEEP] = _KEEP_ONE
             return 1
+        return int(feeds["input_ids"].shape[1])
+
+    def last_logits_n(self, feeds: dict[str, np.ndarray], keep: int) -> int:
+        """Ask the pass for its last ``keep`` positions' logits, where the graph can; return the
+        number of positions the logits will have."""
+        if self.keeps_logits:
+            feeds[LOGITS_TO_KEEP] = np.asarray(keep, np.int64)
+            return keep
         return int(feeds["input_ids"].shape[1])
 
     def all_logits(self, feeds: dict[str, np.ndarray]) -> None:

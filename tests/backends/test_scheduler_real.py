@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from reactivex import operators as ops
 
+from rxstream import FinishReason, FinishRecorder
 from rxstream.backends import OnnxModel
 from rxstream.backends.onnx import _batch_row, _generation
 from tests.backends.test_model_real import _pull
@@ -88,4 +89,55 @@ def test_real_model_next_turn_reads_only_the_new_message(quantization: str) -> N
     read = after["prefill_tokens"] - before["prefill_tokens"]
     print(f"second turn: {len(second_prompt)} prompt tokens, {shared} copied, {read} read")
     assert shared >= len(first_prompt) and shared + read == len(second_prompt)
+    wait_idle(model)
+
+
+STORY = (
+    "The lighthouse keeper, Elias Morrow, had tended the light on Gull Rock for thirty years. Every "
+    "night he climbed the one hundred and twelve steps, trimmed the wick, polished the great lens and "
+    "watched the beam sweep across the black water. One stormy morning in October he found a green "
+    "glass bottle wedged between the rocks below the tower."
+)
+GROUNDED = [
+    "Repeat the following text exactly, word for word:\n\n" + STORY,
+    "Summarise this story in two sentences, quoting the names:\n\n" + STORY,
+    "Write a short story about a lighthouse keeper.",
+]
+
+
+@pytest.mark.parametrize("quantization", ["fp32", "int4"])
+def test_real_model_prompt_lookup_emits_plain_decodings_ids_in_fewer_steps(quantization: str) -> None:
+    """A lone stream reads drafts from its own context (prompt lookup): on SmolLM2 the greedy ids
+    are those of plain decoding, token for token, and a text that quotes its prompt takes far
+    fewer forward passes than tokens."""
+    directory = _pull(quantization)
+    model = OnnxModel.load(directory, provider="cpu")
+    alone = OnnxModel.load(directory, provider="cpu", batching=False)
+    for i, text in enumerate(GROUNDED):
+        prompt = model.encode_chat([{"role": "user", "content": text}])
+        before = model.batch_stats()
+        assert before is not None
+        rec = FinishRecorder()
+        got: list[Any] = model.generate(prompt, max_new_tokens=96, on_finish=rec).pipe(ops.to_list()).run()
+        expected: list[Any] = alone.generate(prompt, max_new_tokens=96).pipe(ops.to_list()).run()
+        assert got == expected, model.tokenizer.decode(got)
+        wait_idle(model)
+        after = model.batch_stats()
+        assert after is not None
+        steps = after["decode_steps"] - before["decode_steps"]
+        kept = after["kept_draft_tokens"] - before["kept_draft_tokens"]
+        print(f"{quantization} #{i}: {len(got)} ids in {steps} decode passes, {kept} draft ids kept")
+        # the first id comes from the prompt pass; a pass that samples EOS emits nothing more
+        eos = rec.finish is not None and rec.finish.reason is FinishReason.EOS
+        assert steps + kept == len(got) - 1 + eos
+        if i == 0:  # quoting the prompt: most ids come from drafts
+            assert kept > len(got) // 2
+
+
+def test_real_model_int4_a8_does_not_draft_by_default() -> None:
+    model = OnnxModel.load(_pull("int4-a8"), provider="cpu")
+    prompt = model.encode_chat([{"role": "user", "content": GROUNDED[0]}])
+    model.generate(prompt, max_new_tokens=16).pipe(ops.to_list()).run()
+    stats = model.batch_stats()
+    assert stats is not None and stats["draft_tokens"] == 0 and stats["drafted_tokens"] == 0
     wait_idle(model)
