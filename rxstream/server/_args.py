@@ -39,43 +39,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=16,
         help="generations running at once: the batch size with --batching on (default 16)",
     )
-    parser.add_argument(
-        "--batching",
-        choices=("on", "off"),
-        default="on",
-        help="on: requests share one decode step per token (continuous batching; default); "
-        "off: one generation loop per request",
-    )
-    parser.add_argument(
-        "--kv-tokens",
-        type=int,
-        default=None,
-        metavar="N",
-        help="KV-cache positions the batch may hold, all requests together "
-        "(default 65536, or the model's context when larger)",
-    )
-    parser.add_argument(
-        "--prefill-chunk",
-        type=int,
-        default=256,
-        metavar="N",
-        help="prompt tokens read per pass between decode steps (default 256)",
-    )
-    parser.add_argument(
-        "--prefix-sharing",
-        choices=("on", "off"),
-        default="on",
-        help="on: a prompt that starts like one already in the batch (a system prompt) copies"
-        " those positions and reads only the rest (default); off: every prompt is read in full",
-    )
-    parser.add_argument(
-        "--prefix-cache-mb",
-        type=int,
-        default=128,
-        metavar="MB",
-        help="with prefix sharing, memory for the KV positions of requests that ended, so that a "
-        "chat's next turn reads only its new message (default 128; 0 keeps none)",
-    )
+    _add_batching_arguments(parser)
     parser.add_argument(
         "--max-tokens-limit", type=int, default=2048, help="largest max_tokens a request may ask for"
     )
@@ -118,6 +82,56 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _add_resume_arguments(parser, defaults)
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+
+
+def _add_batching_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of continuous batching: the KV budget, prefill, prompt lookup, prefix sharing."""
+    parser.add_argument(
+        "--batching",
+        choices=("on", "off"),
+        default="on",
+        help="on: requests share one decode step per token (continuous batching; default); "
+        "off: one generation loop per request",
+    )
+    parser.add_argument(
+        "--kv-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="KV-cache positions the batch may hold, all requests together "
+        "(default 65536, or the model's context when larger)",
+    )
+    parser.add_argument(
+        "--prefill-chunk",
+        type=int,
+        default=256,
+        metavar="N",
+        help="prompt tokens read per pass between decode steps (default 256)",
+    )
+    parser.add_argument(
+        "--draft-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="prompt lookup: while one request decodes alone, up to N ids that followed an earlier "
+        "occurrence of its last ids are checked in one pass (the output is unchanged; 0: off; "
+        "default 4, off for --quantization int4-a8)",
+    )
+    parser.add_argument(
+        "--prefix-sharing",
+        choices=("on", "off"),
+        default="on",
+        help="on: a prompt that starts like one already in the batch (a system prompt) copies"
+        " those positions and reads only the rest (default); off: every prompt is read in full",
+    )
+    parser.add_argument(
+        "--prefix-cache-mb",
+        type=int,
+        default=128,
+        metavar="MB",
+        help="with prefix sharing, memory for the KV positions of requests that ended, so that a "
+        "chat's next turn reads only its new message (default 128; 0 keeps none)",
+    )
 
 
 def _add_resume_arguments(parser: argparse.ArgumentParser, defaults: ServerLimits) -> None:
@@ -194,6 +208,11 @@ def serve_from_args(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             print(f"rxstream serve: {option} must be a positive int, got {value}", file=sys.stderr)
             return 2
+    if args.draft_tokens is not None and not 0 <= args.draft_tokens <= 16:
+        print(
+            f"rxstream serve: --draft-tokens must be from 0 to 16, got {args.draft_tokens}", file=sys.stderr
+        )
+        return 2
     if args.prefix_cache_mb < 0:
         print(
             f"rxstream serve: --prefix-cache-mb must be 0 or more, got {args.prefix_cache_mb}",
@@ -217,6 +236,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
             batching=args.batching == "on",
             max_kv_tokens=args.kv_tokens,
             prefill_chunk=args.prefill_chunk,
+            draft_tokens=args.draft_tokens,
             share_prefix=args.prefix_sharing == "on",
             prefix_cache_bytes=args.prefix_cache_mb << 20,
             reasoning_format=args.reasoning_format,

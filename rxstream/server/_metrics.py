@@ -55,7 +55,7 @@ class _Live(Collector):
     def describe(self) -> list[Any]:
         return []  # collected afresh on each scrape
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         live = self.read()
         label = [self.model_name]
 
@@ -80,6 +80,18 @@ class _Live(Collector):
                 "Prompts that reused a stored prefix's KV since the start.",
                 batch.get("prefix_cache_hits", 0),
             )
+            # prompt lookup, under vLLM's names for speculative decoding's counts
+            for name, doc, key in (
+                ("vllm:spec_decode_num_draft_tokens", "Draft tokens read (prompt lookup).", "drafted_tokens"),
+                (
+                    "vllm:spec_decode_num_accepted_tokens",
+                    "Draft tokens kept: emitted without a forward pass of their own.",
+                    "kept_draft_tokens",
+                ),
+            ):
+                counter = CounterMetricFamily(name, doc, labels=["model_name"])
+                counter.add_metric(label, batch.get(key, 0))
+                yield counter
         upstream = live.get("upstream") or []
         if upstream:
             healthy = GaugeMetricFamily(

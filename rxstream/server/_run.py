@@ -97,11 +97,21 @@ def describe_batching(model: Any, asked: bool) -> str:
         f"positions, prefill chunks of {config.prefill_chunk} tokens, prefix sharing "
         f"{'on' if config.share_prefix else 'off'}"
         + (
-            f", {config.prefix_cache_bytes >> 20} MB for ended requests' prefixes)"
+            f", {config.prefix_cache_bytes >> 20} MB for ended requests' prefixes"
             if config.share_prefix
-            else ")"
+            else ""
         )
+        + _describe_drafts(model)
+        + ")"
     )
+
+
+def _describe_drafts(model: Any) -> str:
+    stats = model.batch_stats() if hasattr(model, "batch_stats") else None
+    drafts = stats.get("draft_tokens") if isinstance(stats, dict) else None
+    if not isinstance(drafts, int):
+        return ""
+    return f", prompt lookup {'up to ' + str(drafts) + ' ids' if drafts else 'off'}"
 
 
 def _batch_config(
@@ -111,6 +121,7 @@ def _batch_config(
     prefill_chunk: int,
     share_prefix: bool,
     prefix_cache_bytes: int,
+    draft_tokens: int | None = None,
 ) -> Any:
     """The model's :class:`~rxstream.backends.BatchConfig` (False when batching is off)."""
     if not batching:
@@ -128,13 +139,17 @@ def _batch_config(
         or prefix_cache_bytes < 0
     ):
         raise ServeError(f"--prefix-cache-mb must be 0 or more, got {prefix_cache_bytes!r} bytes")
-    return BatchConfig(
-        max_batch=limits.max_concurrency,
-        max_kv_tokens=max_kv_tokens,
-        prefill_chunk=prefill_chunk,
-        share_prefix=bool(share_prefix),
-        prefix_cache_bytes=prefix_cache_bytes,
-    )
+    try:
+        return BatchConfig(
+            max_batch=limits.max_concurrency,
+            max_kv_tokens=max_kv_tokens,
+            prefill_chunk=prefill_chunk,
+            share_prefix=bool(share_prefix),
+            prefix_cache_bytes=prefix_cache_bytes,
+            draft_tokens=draft_tokens,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ServeError(str(exc).replace("BatchConfig: draft_tokens", "--draft-tokens")) from None
 
 
 class ServeError(RuntimeError):
@@ -244,6 +259,7 @@ def serve(
     prefill_chunk: int = 256,
     share_prefix: bool = True,
     prefix_cache_bytes: int = 128 << 20,
+    draft_tokens: int | None = None,
     reasoning_format: str = "auto",
     sampling: Mapping[str, Any] | None = None,
     upstream: Sequence[str] = (),
@@ -262,8 +278,9 @@ def serve(
     batching: up to ``limits.max_concurrency`` rows, ``max_kv_tokens`` KV-cache positions (None:
     65536, or the model's context when larger),
     prompts prefilled ``prefill_chunk`` tokens at a time, a prompt's prefix that another row
-    holds copied when ``share_prefix``, and up to ``prefix_cache_bytes`` of ended requests' KV
-    positions kept for the prompts that continue them; see
+    holds copied when ``share_prefix``, up to ``prefix_cache_bytes`` of ended requests' KV
+    positions kept for the prompts that continue them, and up to ``draft_tokens`` prompt-lookup
+    ids read with a lone request's next id (None: the model's default); see
     :class:`~rxstream.backends.BatchConfig`); ``batching=False``: one generation loop per request
     on its own thread (the mode before batching).
 
@@ -289,7 +306,7 @@ def serve(
     except ValueError as exc:
         raise ServeError(str(exc)) from None
     batch_config = _batch_config(
-        batching, limits, max_kv_tokens, prefill_chunk, share_prefix, prefix_cache_bytes
+        batching, limits, max_kv_tokens, prefill_chunk, share_prefix, prefix_cache_bytes, draft_tokens
     )
     sock = listen(host, port)
     try:

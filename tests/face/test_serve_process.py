@@ -234,6 +234,8 @@ def test_sigterm_stops_the_server_quietly(tiny_dir: Path) -> None:
         (["--kv-tokens", "0"], 2, "--kv-tokens must be a positive int"),
         (["--prefill-chunk", "-3"], 2, "--prefill-chunk must be a positive int"),
         (["--prefix-cache-mb", "-1"], 2, "--prefix-cache-mb must be 0 or more"),
+        (["--draft-tokens", "17"], 2, "--draft-tokens must be from 0 to 16, got 17"),
+        (["--draft-tokens", "-1"], 2, "--draft-tokens must be from 0 to 16, got -1"),
         (["--prefix-sharing", "maybe"], 2, "--prefix-sharing: invalid choice"),
         (["--batching", "maybe"], 2, "--batching: invalid choice"),
         (["--header-timeout", "-1"], 2, "--header-timeout must be a positive number of seconds"),
