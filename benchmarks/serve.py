@@ -372,6 +372,7 @@ def write_results(
         "the same load from other processes; `load avg after` is the machine's 1-minute load average "
         "when the level ended",
         f"- machine: {meta['machine']}",
+        f"- llama.cpp: {meta['llama_version']}",
         f"- command: `{meta['command']}`",
     ]
     table = meta.get("ratios") or []
@@ -401,6 +402,18 @@ def write_results(
         ],
     }
     path.with_suffix(".json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+def llama_version(binary: str | None) -> str:
+    """``llama-server --version``'s line, or why there is none."""
+    if binary is None:
+        return "not run (no llama-server on PATH, or --llama-server none)"
+    try:
+        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    except OSError as exc:
+        return f"{binary}: {exc}"
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("version")]
+    return f"`{Path(binary).name}` {lines[0] if lines else '(no version line)'}"
 
 
 def default_gguf() -> Path:
@@ -513,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_tokens": args.max_tokens,
         "requests_per_client": args.requests_per_client,
         "llama_server": args.llama_server,
+        "llama_version": llama_version(args.llama_server),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"1-minute load average at the start {load_at_start:.1f} (other processes share the cores)",
         "command": "python benchmarks/serve.py " + " ".join(argv if argv is not None else sys.argv[1:]),
