@@ -75,6 +75,8 @@ class RequestResult:
     total: float
     tokens: int
     text_chars: int
+    decode: float | None = None
+    """(tokens - 1) / (last content chunk - first): the request's decode rate after its first token."""
 
 
 @dataclass
@@ -86,6 +88,8 @@ class LevelResult:
     tokens_per_s: float
     ttft_p50_ms: float
     ttft_p95_ms: float
+    decode_p50: float
+    """The median request's decode rate, tokens/s after its first (one stream's decoding speed)."""
     request_p50_s: float
     peak_rss_mb: float
     load_avg: float = 0.0
@@ -173,6 +177,7 @@ async def one_request(client: httpx.AsyncClient, url: str, question: str, max_to
     t0 = time.perf_counter()
     ttft: float | None = None
     usage: int | None = None
+    last = 0.0
     chunks = 0
     chars = 0
     async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
@@ -193,10 +198,13 @@ async def one_request(client: httpx.AsyncClient, url: str, question: str, max_to
                 if content:
                     chunks += 1
                     chars += len(content)
+                    last = time.perf_counter() - t0
                     if ttft is None:
-                        ttft = time.perf_counter() - t0
+                        ttft = last
     # the usage chunk's count; a server without one: the content chunks (a token each)
-    return RequestResult(ttft, time.perf_counter() - t0, chunks if usage is None else usage, chars)
+    tokens = chunks if usage is None else usage
+    decode = (tokens - 1) / (last - ttft) if ttft is not None and last > ttft and tokens > 1 else None
+    return RequestResult(ttft, time.perf_counter() - t0, tokens, chars, decode)
 
 
 async def run_level(
@@ -228,6 +236,7 @@ async def run_level(
         tokens_per_s=tokens / wall,
         ttft_p50_ms=percentile(ttfts, 0.5) * 1000,
         ttft_p95_ms=percentile(ttfts, 0.95) * 1000,
+        decode_p50=percentile([r.decode for r in results if r.decode is not None], 0.5),
         request_p50_s=statistics.median(r.total for r in results),
         peak_rss_mb=rss.peak_kb / 1024,
         load_avg=os.getloadavg()[0],
@@ -315,14 +324,14 @@ def llama_servers(binary: Path, gguf: Path, slots: int, settings: list[str]) -> 
 
 def level_table(levels: list[LevelResult]) -> list[str]:
     lines = [
-        "| clients | requests | tokens | wall s | aggregate tokens/s | TTFT p50 ms | TTFT p95 ms "
-        "| request p50 s | peak RSS MB | load avg after |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| clients | requests | tokens | wall s | aggregate tokens/s | decode tok/s p50 | TTFT p50 ms "
+        "| TTFT p95 ms | request p50 s | peak RSS MB | load avg after |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for lv in levels:
         lines.append(
             f"| {lv.concurrency} | {lv.requests} | {lv.tokens} | {lv.wall_s:.2f} | {lv.tokens_per_s:.1f} "
-            f"| {lv.ttft_p50_ms:.0f} | {lv.ttft_p95_ms:.0f} | {lv.request_p50_s:.2f} "
+            f"| {lv.decode_p50:.1f} | {lv.ttft_p50_ms:.0f} | {lv.ttft_p95_ms:.0f} | {lv.request_p50_s:.2f} "
             f"| {lv.peak_rss_mb:.0f} | {lv.load_avg:.1f} |"
         )
     return lines
@@ -346,6 +355,7 @@ def ratios(servers: list[Server], results: dict[str, list[LevelResult]]) -> list
                     "clients": ours.concurrency,
                     "llama": best_label,
                     "tokens_per_s": ours.tokens_per_s / best.tokens_per_s,
+                    "decode": ours.decode_p50 / best.decode_p50,
                     "ttft_p50": ours.ttft_p50_ms / best.ttft_p50_ms,
                     "load_avg": ours.load_avg,
                 }
@@ -381,13 +391,14 @@ def write_results(
             "",
             "## against llama.cpp (its best thread setting at each level)",
             "",
-            "| server | clients | tokens/s vs llama.cpp | TTFT p50 vs llama.cpp | llama.cpp's best "
-            "| load avg |",
-            "| --- | ---: | ---: | ---: | --- | ---: |",
+            "| server | clients | tokens/s vs llama.cpp | decode p50 vs llama.cpp | TTFT p50 vs llama.cpp "
+            "| llama.cpp's best | load avg |",
+            "| --- | ---: | ---: | ---: | ---: | --- | ---: |",
         ]
         for r in table:
             lines.append(
-                f"| {r['server']} | {r['clients']} | {r['tokens_per_s']:.2f}x | {r['ttft_p50']:.2f}x "
+                f"| {r['server']} | {r['clients']} | {r['tokens_per_s']:.2f}x | {r['decode']:.2f}x "
+                f"| {r['ttft_p50']:.2f}x "
                 f"| {r['llama']} | {r['load_avg']:.1f} |"
             )
     for server in servers:
@@ -504,7 +515,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(
                         f"{server.label:>32}, {level:>3} clients: {result.tokens} tokens "
                         f"in {result.wall_s:.2f}s = "
-                        f"{result.tokens_per_s:.1f} tok/s; TTFT p50 {result.ttft_p50_ms:.0f} ms, "
+                        f"{result.tokens_per_s:.1f} tok/s, decode p50 {result.decode_p50:.1f}; "
+                        f"TTFT p50 {result.ttft_p50_ms:.0f} ms, "
                         f"p95 {result.ttft_p95_ms:.0f} ms; peak RSS {result.peak_rss_mb:.0f} MB; "
                         f"load {result.load_avg:.1f}",
                         flush=True,
