@@ -25,11 +25,18 @@ from tokenizers import Tokenizer
 from rxstream import SamplingParams
 from rxstream.chat import ChatTemplate
 
-from ._config import BATCH_MODEL_FILE, MODEL_FILE, DecoderConfig, sampling_defaults
+from ._config import BATCH_MODEL_FILE, FLOAT_MODEL_FILE, MODEL_FILE, DecoderConfig, sampling_defaults
 from ._sampling import check_int
 from ._session import DecoderSession, Provider, Spinning, fused_attention_off_device
 
-__all__ = ["ModelParts", "check_load_args", "load_directory", "open_plain_session", "resolve_name"]
+__all__ = [
+    "ModelParts",
+    "check_load_args",
+    "load_directory",
+    "open_float_session",
+    "open_plain_session",
+    "resolve_name",
+]
 
 log = logging.getLogger("rxstream.backends")
 
@@ -92,7 +99,9 @@ def _model_file(directory: Path) -> Path:
     model_file = directory / MODEL_FILE
     if model_file.is_file():
         return model_file
-    candidates = sorted(p for p in directory.glob("*.onnx") if p.name != BATCH_MODEL_FILE)
+    candidates = sorted(
+        p for p in directory.glob("*.onnx") if p.name not in (BATCH_MODEL_FILE, FLOAT_MODEL_FILE)
+    )
     if len(candidates) != 1:
         raise FileNotFoundError(
             f"OnnxModel.load: no {MODEL_FILE} in {str(directory)!r} "
@@ -189,6 +198,24 @@ def open_plain_session(
             f"OnnxModel: {session.path.name} uses fused attention without position_ids, which "
             f"cannot run left-padded batches, and there is no {BATCH_MODEL_FILE} in {directory}"
         )
+    return DecoderSession(path, provider, threads, config, spinning)
+
+
+def open_float_session(
+    directory: Path,
+    session: DecoderSession,
+    provider: Provider,
+    threads: int | None,
+    config: DecoderConfig | None,
+    spinning: Spinning,
+) -> DecoderSession | None:
+    """The float twin beside an exact int4 graph (:data:`~._config.FLOAT_MODEL_FILE`: its
+    ``MatMulNBits`` as float ``MatMul`` over the weights they make, folded when it opens), for
+    passes of several rows on the CPU, where onnxruntime's float-activation 4-bit kernel
+    dequantizes every block on each call; None where there is none, or on another device."""
+    path = directory / FLOAT_MODEL_FILE
+    if session.device != "cpu" or not path.is_file():
+        return None
     return DecoderSession(path, provider, threads, config, spinning)
 
 

@@ -79,8 +79,14 @@ log = logging.getLogger("rxstream.backends")
 class BatchScheduler:
     """Continuous batching over one model session (see the module documentation)."""
 
-    def __init__(self, graph: DecoderSession, config: BatchConfig, max_length: int) -> None:
-        self._kv = BatchKV(graph, config, max_length)
+    def __init__(
+        self,
+        graph: DecoderSession,
+        config: BatchConfig,
+        max_length: int,
+        twin: Callable[[], DecoderSession | None] | None = None,
+    ) -> None:
+        self._kv = BatchKV(graph, config, max_length, twin)
         """The rows' KV positions, either layout, and the prefix store (kept while idle too)."""
         self.graph = graph
         self.config = config
@@ -126,6 +132,11 @@ class BatchScheduler:
                 row.done = True
                 row.call.track(-1)
             self._cond.notify()
+
+    def prepare(self) -> None:
+        """Open the float twin now (see :meth:`BatchKV.twin <._batch_kv.BatchKV.twin>`)."""
+        self._kv.twin()
+        self._update_snapshot()
 
     def stats(self) -> dict[str, Any]:
         """Occupancy and KV memory, as of the worker's last iteration (JSON-ready)."""
@@ -403,6 +414,7 @@ class BatchScheduler:
             "prefix_cache_bytes": self._kv.store.nbytes,
             "max_prefix_cache_bytes": self._kv.store.budget,
             "prefix_cache_hits": self._kv.store.hits,
+            "float_graph": self._kv.twin(open_it=False) is not None,
             "draft_tokens": self._drafts.max_draft,
             "drafted_tokens": self._drafts.drafted,
             "kept_draft_tokens": self._drafts.kept,

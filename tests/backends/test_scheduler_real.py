@@ -56,6 +56,7 @@ def test_real_model_batched_greedy_equals_alone(quantization: str, monkeypatch: 
     assert worst <= LOGIT_TOLERANCE[quantization]
     stats = model.batch_stats()
     assert stats is not None and stats["peak_rows"] == len(prompts)
+    assert stats["float_graph"] == (quantization == "int4")  # int4's several-row steps: float weights
     # the chat template's system prompt is read once; the other rows copy it
     shared = sum(common_prefix(p, prompts[0]) for p in prompts[1:])
     assert shared > 20 * (len(prompts) - 1)
