@@ -552,21 +552,24 @@ class _DecoderGraph:
 
     def _dequantized(self, prefix: str, k: int) -> str:
         """The float ``[k, n]`` matrix of ``prefix``'s ``MatMulNBits`` inputs, from initializers
-        only (folded when the session opens): ``scale * (code - zero point) + min`` per block."""
+        only (folded when the session opens): ``scale * (code - zero point) + min`` per block, in
+        that order, as gguf-py computes it. Codes and zero points are unpacked as bytes, so the
+        folding makes few float intermediates of the matrix's size (onnxruntime holds them until
+        its folding pass ends)."""
         b = self.b
         bits = 8 if f"{prefix}.q8" in self.initializers else 4
         codes = f"{prefix}.q8" if bits == 8 else f"{prefix}.q"
         n, blocks, width = (int(d) for d in self.initializers[codes].dims)
         size = width * 8 // bits
         last = b.const("c_axis_last", [-1])
-        values = b.one("Cast", [codes], to=TensorProto.FLOAT)
         if bits == 4:  # two codes a byte, the low nibble first
-            values = b.one(
-                "Reshape", [self._nibbles(values), b.const(f"c_shape_{n}_{blocks}_{size}", [n, blocks, size])]
+            codes = b.one(
+                "Reshape", [self._nibbles(codes), b.const(f"c_shape_{n}_{blocks}_{size}", [n, blocks, size])]
             )
+        values = b.one("Cast", [codes], to=TensorProto.FLOAT)
         shape = b.const(f"c_shape_{n}_{blocks}", [n, blocks])
         if f"{prefix}.zp" in self.initializers:
-            zero = b.one("Cast", [f"{prefix}.zp"], to=TensorProto.FLOAT)
+            zero = f"{prefix}.zp"
             if bits == 4:  # two zero points a byte along the blocks, padded to whole bytes
                 half = (blocks + 1) // 2
                 zero = self._nibbles(b.one("Reshape", [zero, b.const(f"c_shape_{n}_{half}", [n, half])]))
@@ -577,7 +580,8 @@ class _DecoderGraph:
                     b.const("c_axes1", [1]),
                 )
                 zero = b.one("Slice", [flat, *ends])
-            values = b.one("Sub", [values, b.one("Unsqueeze", [b.one("Reshape", [zero, shape]), last])])
+            zero = b.one("Cast", [b.one("Reshape", [zero, shape])], to=TensorProto.FLOAT)
+            values = b.one("Sub", [values, b.one("Unsqueeze", [zero, last])])
         else:  # MatMulNBits' default zero point: the middle code
             values = b.one(
                 "Sub", [values, b.const(f"c_f_{1 << (bits - 1)}", float(1 << (bits - 1)), np.float32)]
@@ -591,12 +595,14 @@ class _DecoderGraph:
         return b.one("Transpose", [w], perm=[1, 0])
 
     def _nibbles(self, packed: str) -> str:
-        """Bytes (as floats, ``[..., m]``) split into their low and high nibbles, ``[..., m, 2]``
-        (exact float arithmetic on whole numbers below 256)."""
+        """Bytes ``[..., m]`` split into their low and high nibbles, ``[..., m, 2]`` (bytes)."""
         b = self.b
         last = b.const("c_axis_last", [-1])
-        high = b.one("Floor", [b.one("Div", [packed, b.const("c_f_16", 16.0, np.float32)])])
-        low = b.one("Sub", [packed, b.one("Mul", [high, b.const("c_f_16", 16.0, np.float32)])])
+        four = b.const("c_u8_4", 4, np.uint8)
+        high = b.one("BitShift", [packed, four], direction="RIGHT")
+        low = b.one(
+            "BitShift", [b.one("BitShift", [packed, four], direction="LEFT"), four], direction="RIGHT"
+        )
         return b.one("Concat", [b.one("Unsqueeze", [low, last]), b.one("Unsqueeze", [high, last])], axis=-1)
 
     def head(self, final: str) -> str:

@@ -10,9 +10,11 @@ tokens, chat template). :func:`resolve_name` is the name logic of
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -216,7 +218,25 @@ def open_float_session(
     path = directory / FLOAT_MODEL_FILE
     if session.device != "cpu" or not path.is_file():
         return None
-    return DecoderSession(path, provider, threads, config, spinning)
+    twin = DecoderSession(path, provider, threads, config, spinning)
+    _release_freed_memory()
+    return twin
+
+
+def _release_freed_memory() -> None:
+    """Give the C heap's free memory back to the system where the C library can (glibc's
+    ``malloc_trim``). Folding a float twin's weights frees intermediates several times the
+    weights' size, which glibc keeps in the heap (SmolLM2's int4 build: 3.1 GB resident after
+    the session opened, 0.6 GB after trimming)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        trim = getattr(libc, "malloc_trim", None)
+        if trim is not None:
+            trim(0)
+    except OSError:  # no C library to ask: the memory stays with the process
+        pass
 
 
 def resolve_name(

@@ -10,8 +10,10 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
+import reactivex
 from gguf import GGMLQuantizationType as Q
 from reactivex import operators as ops
 
@@ -45,9 +47,14 @@ def test_the_twin_computes_the_fp32_builds_logits(qtype: Q, tmp_path: Path) -> N
     # so its logits are the fp32 build's up to the summation order of the same products
     t = tiny_llama(seed=int(qtype))
     tensors = gguf_tensors(t)
-    encoded = encode(tensors, lambda _name: qtype) if qtype in WRITABLE else random_blocks(tensors, qtype, int(qtype))
+    if qtype in WRITABLE:
+        encoded = encode(tensors, lambda _name: qtype)
+    else:
+        encoded = random_blocks(tensors, qtype, int(qtype))
     path = write_gguf(tmp_path / "m.gguf", t, encoded)
-    fp32 = OnnxModel.load(convert_gguf(path, tmp_path / "fp32", progress=False), provider="cpu", batching=False)
+    fp32 = OnnxModel.load(
+        convert_gguf(path, tmp_path / "fp32", progress=False), provider="cpu", batching=False
+    )
     int4_dir = convert_gguf(path, tmp_path / "int4", quantization="int4", progress=False)
     assert (int4_dir / FLOAT_MODEL_FILE).is_file()
     assert not (tmp_path / "fp32" / FLOAT_MODEL_FILE).exists()
@@ -65,8 +72,6 @@ def test_the_twin_is_small_on_disk_and_folds_to_float_matmuls(tmp_path: Path) ->
     options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
     options.log_severity_level = 3
     ort.InferenceSession(str(directory / FLOAT_MODEL_FILE), options, providers=["CPUExecutionProvider"])
-    import onnx
-
     ops_left = {n.op_type for n in onnx.load(str(tmp_path / "optimized.onnx")).graph.node}
     assert "MatMulNBits" not in ops_left and not {"Floor", "Div", "Concat", "Transpose"} & ops_left
     assert "MatMul" in ops_left
@@ -78,14 +83,16 @@ def test_int4_batches_run_on_the_twin_and_equal_the_rows_alone(tmp_path: Path) -
     alone = OnnxModel.load(directory, provider="cpu", batching=False)
     stats = model.batch_stats()
     assert stats is not None and stats["float_graph"] is False  # opened at the first several-row pass
-    prompts = [model.encode_chat([{"role": "user", "content": t}]) for t in ("hi", "a b c", "what is 2+2", "x")]
-    import reactivex
-
+    prompts = [
+        model.encode_chat([{"role": "user", "content": t}]) for t in ("hi", "a b c", "what is 2+2", "x")
+    ]
     runs = [model.generate(p, max_new_tokens=24, ignore_eos=True).pipe(ops.to_list()) for p in prompts]
     got = reactivex.merge(*[r.pipe(ops.map(lambda ids, i=i: (i, ids))) for i, r in enumerate(runs)])
     results = dict(got.pipe(ops.to_list()).run())
     for i, prompt in enumerate(prompts):
-        assert results[i] == alone.generate(prompt, max_new_tokens=24, ignore_eos=True).pipe(ops.to_list()).run()
+        assert (
+            results[i] == alone.generate(prompt, max_new_tokens=24, ignore_eos=True).pipe(ops.to_list()).run()
+        )
     stats = model.batch_stats()
     assert stats is not None and stats["float_graph"] is True and stats["peak_rows"] > 1
 
