@@ -20,7 +20,8 @@ request time and the server process's peak resident memory during the level (sam
     .venv/bin/python benchmarks/serve.py --provider cuda --max-concurrency 32
     .venv/bin/python benchmarks/serve.py --model fp32,int4,int4-a8 --modes on --llama-server PATH
 
-With ``--llama-server`` (default: ``llama-server`` when it is on PATH), llama.cpp's server runs the
+With ``--llama-server`` (default: ``llama-server`` when it is on PATH; repeat it to compare
+builds), llama.cpp's server runs the
 GGUF the known model is converted from (``-np`` = the largest level, continuous batching, each
 thread setting of ``--llama-threads``: ``2p`` is 2 threads with ``OMP_WAIT_POLICY=PASSIVE``), with
 the same clients, interleaved with rxstream's servers level by level; the results end with each
@@ -297,8 +298,9 @@ def rxstream_server(model_arg: str, description: str, mode: str, args: argparse.
     )
 
 
-def llama_servers(binary: Path, gguf: Path, slots: int, settings: list[str]) -> list[Server]:
-    """``llama-server`` on ``gguf`` once per thread setting (``2``; ``2p``: ``OMP_WAIT_POLICY=PASSIVE``)."""
+def llama_servers(binary: Path, gguf: Path, slots: int, settings: list[str], tag: str = "") -> list[Server]:
+    """``llama-server`` on ``gguf`` once per thread setting (``2``; ``2p``: ``OMP_WAIT_POLICY=PASSIVE``);
+    ``tag`` names the build when several are compared."""
     out = []
     for setting in settings:
         threads = setting.rstrip("p")
@@ -311,8 +313,8 @@ def llama_servers(binary: Path, gguf: Path, slots: int, settings: list[str]) -> 
         policy = ", OMP_WAIT_POLICY=PASSIVE" if setting.endswith("p") else ""
         out.append(
             Server(
-                label=f"llama.cpp -t {threads}{policy}",
-                title=f"llama.cpp `llama-server` on {gguf.name}: `-np {slots} -cb -t {threads}`{policy}",
+                label=f"llama.cpp{tag} -t {threads}{policy}",
+                title=f"llama.cpp{tag} `llama-server` on {gguf.name}: `-np {slots} -cb -t {threads}`{policy}",
                 kind="llama",
                 cmd=cmd,
                 env=env,
@@ -460,8 +462,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--llama-server",
-        default=shutil.which("llama-server"),
-        help="llama.cpp's llama-server binary (default: llama-server on PATH; 'none' to leave it out)",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="llama.cpp's llama-server binary; repeat to compare builds, each tagged with its build "
+        "folder (default: llama-server on PATH; 'none' to leave it out)",
     )
     parser.add_argument(
         "--llama-gguf", type=Path, default=None, help="its model (default: the known model's GGUF)"
@@ -477,8 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     if not modes or any(m not in MODE_TITLES for m in modes):
         parser.error("--modes takes on, noshare and/or off")
-    if args.llama_server == "none":
-        args.llama_server = None
+    binaries = [Path(b) for b in (args.llama_server or []) if b != "none"]
+    if args.llama_server is None and shutil.which("llama-server"):
+        binaries = [Path(str(shutil.which("llama-server")))]
 
     load_at_start = os.getloadavg()[0]
     servers: list[Server] = []
@@ -488,14 +494,16 @@ def main(argv: list[str] | None = None) -> int:
             model_arg, description = choose_model(requested, Path(tmp))
             descriptions.append(description)
             servers += [rxstream_server(model_arg, description, mode, args) for mode in modes]
-        if args.llama_server is not None:
+        if binaries:
             gguf = args.llama_gguf or default_gguf()
             if not gguf.is_file():
                 parser.error(
                     f"no GGUF at {gguf}: pull the model first (rxstream models pull) or give --llama-gguf"
                 )
             settings = [t for t in args.llama_threads.split(",") if t]
-            servers += llama_servers(Path(args.llama_server), gguf, max(levels), settings)
+            for binary in binaries:
+                tag = f" ({binary.parent.parent.name})" if len(binaries) > 1 else ""
+                servers += llama_servers(binary, gguf, max(levels), settings, tag)
         results: dict[str, list[LevelResult]] = {s.label: [] for s in servers}
         try:
             for server in servers:
@@ -537,8 +545,8 @@ def main(argv: list[str] | None = None) -> int:
         "max_concurrency": args.max_concurrency,
         "max_tokens": args.max_tokens,
         "requests_per_client": args.requests_per_client,
-        "llama_server": args.llama_server,
-        "llama_version": llama_version(args.llama_server),
+        "llama_server": [str(b) for b in binaries],
+        "llama_version": "; ".join(llama_version(str(b)) for b in binaries) or llama_version(None),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"1-minute load average at the start {load_at_start:.1f} (other processes share the cores)",
         "command": "python benchmarks/serve.py " + " ".join(argv if argv is not None else sys.argv[1:]),

@@ -12,7 +12,7 @@ import onnx
 from onnx import TensorProto
 from tokenizers import Tokenizer
 
-from ..onnx._config import BATCH_MODEL_FILE, DATA_FILE, MODEL_FILE, DecoderConfig
+from ..onnx._config import BATCH_MODEL_FILE, DATA_FILE, FLOAT_MODEL_FILE, MODEL_FILE, DecoderConfig
 from ._graph import Attention, Quantization, build_decoder
 
 if TYPE_CHECKING:
@@ -71,7 +71,9 @@ def write_model_dir(
     ``arrays`` were prepared for, see :func:`~._graph.build_decoder`).
 
     With ``attention="gqa"`` a second, plain-attention graph (``model_plain.onnx``) is written over
-    the same weights for left-padded batches. ``extra_files`` maps file names to JSON-able content.
+    the same weights for left-padded batches, and for ``int4`` a float twin (``model_float.onnx``,
+    see :func:`~._graph.build_decoder`'s ``float_weights``) for several-row steps. ``extra_files``
+    maps file names to JSON-able content.
     """
     directory.mkdir(parents=True, exist_ok=True)
     if external_data:
@@ -86,6 +88,9 @@ def write_model_dir(
     for filename, kind in graphs.items():
         model = build_decoder(config, protos, attention=kind, quantization=quantization)
         (directory / filename).write_bytes(model.SerializeToString())
+    if quantization == "int4" and attention == "gqa":  # float weights for several-row steps
+        model = build_decoder(config, protos, attention=attention, quantization="fp32", float_weights=True)
+        (directory / FLOAT_MODEL_FILE).write_bytes(model.SerializeToString())
     config.write(directory / "config.json")
     tokenizer.save(str(directory / "tokenizer.json"))
     tok_config: dict[str, Any] = {

@@ -409,9 +409,17 @@ def build_decoder(
     attention: Attention = "plain",
     name: str = "decoder",
     quantization: Quantization = "fp32",
+    float_weights: bool = False,
 ) -> onnx.ModelProto:
     """Build the decoder graph over ``initializers`` (TensorProtos named like :func:`prepare_initializers`
     for ``quantization``: ``int4-a8`` runs every ``MatMulNBits`` with 8-bit activations).
+
+    ``float_weights``: the same initializers, but each ``MatMulNBits`` (with its mins term) becomes
+    a float ``MatMul`` over the matrix its codes, scales, zero points and mins make, computed by
+    nodes whose inputs are all initializers: onnxruntime folds them into float weights when it
+    opens the session, so the file stays small and the weights are, value for value, the fp32
+    build's (``s * c + m`` as gguf-py dequantizes them). The batch scheduler runs its several-row
+    steps on this graph (:data:`~rxstream.backends.onnx._config.FLOAT_MODEL_FILE`).
 
     ``initializers`` may hold external-data TensorProtos (several graphs can share one data file).
     """
@@ -419,7 +427,7 @@ def build_decoder(
         raise ValueError(f"attention must be 'plain' or 'gqa', got {attention!r}")
     check_quantization(quantization, "build_decoder")
     inputs, outputs = _graph_io(config, attention)
-    nodes = _DecoderGraph(config, initializers, attention, quantization == "int4-a8")
+    nodes = _DecoderGraph(config, initializers, attention, quantization == "int4-a8", float_weights)
     logits = nodes.body()
     b = nodes.b
     b.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits_out"))
@@ -479,8 +487,10 @@ class _DecoderGraph:
         initializers: Mapping[str, TensorProto],
         attention: Attention,
         a8: bool = False,
+        float_weights: bool = False,
     ) -> None:
         self.c = config
+        self.float_weights = float_weights
         self.initializers = initializers
         self.attention = attention
         self.level = A8_LEVEL if a8 else ACCURACY_LEVEL
@@ -515,6 +525,8 @@ class _DecoderGraph:
     def _nbits(self, x: str, prefix: str, k: int) -> str:
         """One ``MatMulNBits`` (see :func:`_nibble_initializers`), plus its mins term."""
         b = self.b
+        if self.float_weights:
+            return b.one("MatMul", [x, self._dequantized(prefix, k)])
         bits = 8 if f"{prefix}.q8" in self.initializers else 4
         codes = f"{prefix}.q8" if bits == 8 else f"{prefix}.q"
         n, _, width = (int(d) for d in self.initializers[codes].dims)
@@ -538,6 +550,61 @@ class _DecoderGraph:
             self.block_sums[(x, size)] = b.one("ReduceSum", [blocked, axes], keepdims=0)
         return b.one("Add", [y, b.one("MatMul", [self.block_sums[(x, size)], f"{prefix}.mins"])])
 
+    def _dequantized(self, prefix: str, k: int) -> str:
+        """The float ``[k, n]`` matrix of ``prefix``'s ``MatMulNBits`` inputs, from initializers
+        only (folded when the session opens): ``scale * (code - zero point) + min`` per block, in
+        that order, as gguf-py computes it. Codes and zero points are unpacked as bytes, so the
+        folding makes few float intermediates of the matrix's size (onnxruntime holds them until
+        its folding pass ends)."""
+        b = self.b
+        bits = 8 if f"{prefix}.q8" in self.initializers else 4
+        codes = f"{prefix}.q8" if bits == 8 else f"{prefix}.q"
+        n, blocks, width = (int(d) for d in self.initializers[codes].dims)
+        size = width * 8 // bits
+        last = b.const("c_axis_last", [-1])
+        if bits == 4:  # two codes a byte, the low nibble first
+            codes = b.one(
+                "Reshape", [self._nibbles(codes), b.const(f"c_shape_{n}_{blocks}_{size}", [n, blocks, size])]
+            )
+        values = b.one("Cast", [codes], to=TensorProto.FLOAT)
+        shape = b.const(f"c_shape_{n}_{blocks}", [n, blocks])
+        if f"{prefix}.zp" in self.initializers:
+            zero = f"{prefix}.zp"
+            if bits == 4:  # two zero points a byte along the blocks, padded to whole bytes
+                half = (blocks + 1) // 2
+                zero = self._nibbles(b.one("Reshape", [zero, b.const(f"c_shape_{n}_{half}", [n, half])]))
+                flat = b.one("Reshape", [zero, b.const(f"c_shape_{n}_{2 * half}", [n, 2 * half])])
+                ends = (
+                    b.const("c_zero_1", [0]),
+                    b.const(f"c_end_{blocks}", [blocks]),
+                    b.const("c_axes1", [1]),
+                )
+                zero = b.one("Slice", [flat, *ends])
+            zero = b.one("Cast", [b.one("Reshape", [zero, shape])], to=TensorProto.FLOAT)
+            values = b.one("Sub", [values, b.one("Unsqueeze", [zero, last])])
+        else:  # MatMulNBits' default zero point: the middle code
+            values = b.one(
+                "Sub", [values, b.const(f"c_f_{1 << (bits - 1)}", float(1 << (bits - 1)), np.float32)]
+            )
+        scales = b.one("Unsqueeze", [b.one("Reshape", [f"{prefix}.scales", shape]), last])
+        w = b.one("Mul", [values, scales])
+        if f"{prefix}.mins" in self.initializers:  # [blocks, n]
+            mins = b.one("Unsqueeze", [b.one("Transpose", [f"{prefix}.mins"], perm=[1, 0]), last])
+            w = b.one("Add", [w, mins])
+        w = b.one("Reshape", [w, b.const(f"c_shape_{n}_{k}", [n, k])])
+        return b.one("Transpose", [w], perm=[1, 0])
+
+    def _nibbles(self, packed: str) -> str:
+        """Bytes ``[..., m]`` split into their low and high nibbles, ``[..., m, 2]`` (bytes)."""
+        b = self.b
+        last = b.const("c_axis_last", [-1])
+        four = b.const("c_u8_4", 4, np.uint8)
+        high = b.one("BitShift", [packed, four], direction="RIGHT")
+        low = b.one(
+            "BitShift", [b.one("BitShift", [packed, four], direction="LEFT"), four], direction="RIGHT"
+        )
+        return b.one("Concat", [b.one("Unsqueeze", [low, last]), b.one("Unsqueeze", [high, last])], axis=-1)
+
     def head(self, final: str) -> str:
         """The logits: ``lm_head`` (float, ``MatMulNBits`` or segments), or the float embeddings
         transposed (a tied head).
@@ -555,7 +622,7 @@ class _DecoderGraph:
 
         if not self._segments("lm_head"):
             return floats()
-        if not c.tie_word_embeddings:
+        if not c.tie_word_embeddings or self.float_weights:  # a float twin: what one-row steps use
             return self.matmul(final, "lm_head", c.hidden_size, c.vocab_size)
         # the rows entering the head (after ``logits_to_keep``): a prompt pass that keeps one is one
         size = b.one("Size", [final])

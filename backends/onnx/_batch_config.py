@@ -117,6 +117,7 @@ def idle_stats(
         "kv_bytes": 0,
         "max_batch": config.max_batch,
         "max_kv_tokens": config.kv_budget(context_length),
+        "float_graph": False,
         "decode_steps": 0,
         "prefill_tokens": 0,
         "shared_prefix_tokens": 0,

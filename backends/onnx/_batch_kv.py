@@ -9,7 +9,8 @@ compacting when rows leave, and the prefill and decode passes over the cache.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -43,7 +44,13 @@ class BatchKV:
         ValueError: the graph cannot batch rows of different lengths.
     """
 
-    def __init__(self, graph: DecoderSession, config: BatchConfig, max_length: int) -> None:
+    def __init__(
+        self,
+        graph: DecoderSession,
+        config: BatchConfig,
+        max_length: int,
+        twin: Callable[[], DecoderSession | None] | None = None,
+    ) -> None:
         layout = batch_layout(graph)
         if layout is None:
             raise ValueError("BatchScheduler: this graph cannot batch rows of different lengths")
@@ -56,6 +63,23 @@ class BatchKV:
         keep = config.prefix_cache_bytes if config.share_prefix and self.slots is not None else 0
         self.store = PrefixStore(keep, position_bytes(graph), MIN_SHARED_PREFIX)
         """Ended rows' KV positions for later prompts (kept while the worker is idle too)."""
+        self._open_twin = twin if self.slots is not None else None
+        self._twin: DecoderSession | None = None
+        self._twin_lock = threading.Lock()
+
+    def twin(self, open_it: bool = True) -> DecoderSession | None:
+        """The float twin of the graph (an exact int4 build's float weights, for passes of several
+        rows; see :data:`~._config.FLOAT_MODEL_FILE`): opened on first use when ``open_it``; None
+        where there is none (or it failed to open: the graph itself then runs every pass)."""
+        if self._twin is None and self._open_twin is not None and open_it:
+            with self._twin_lock:
+                opener, self._open_twin = self._open_twin, None
+                if opener is not None:
+                    try:
+                        self._twin = opener()
+                    except Exception:  # the quantized graph still runs every pass
+                        log.exception("batch scheduler: opening the float graph failed")
+        return self._twin
 
     # ------------------------------------------------------------------ sizing
     def footprint(self, rows: Sequence[BatchRow]) -> int:
@@ -235,7 +259,7 @@ class BatchKV:
         if self.slots is not None:
             mask = np.ones((1, done + seq), np.int64)
             positions = np.arange(done, done + seq, dtype=np.int64)[None, :]
-            return self.slots.run(row.slot, ids, mask, positions)
+            return self.slots.run(row.slot, ids, mask, positions, graph=self.twin(open_it=False))
         assert self.padded is not None
         logits, row.past = self.padded.prefill(row.past, ids, done)
         return np.asarray(logits, dtype=np.float32)
@@ -267,7 +291,8 @@ class BatchKV:
             ids = np.asarray([[r.next_token if id(r) in taking else 0] for r in members], np.int64)
             width = int(lengths.max()) + 1
             mask = (np.arange(width)[None, :] <= lengths[:, None]).astype(np.int64)
-            out = self.slots.run(0, ids, mask, lengths[:, None])
+            twin = self.twin() if count > 1 else None  # several rows: float weights where the graph has them
+            out = self.slots.run(0, ids, mask, lengths[:, None], graph=twin)
             return [out[r.slot, 0] for r in rows]
         assert self.padded is not None
         members = sorted((r for r in batch if r.slot >= 0), key=lambda r: r.slot)

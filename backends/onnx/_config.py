@@ -1,6 +1,7 @@
 """The shape of a Llama-style decoder (:class:`DecoderConfig`), read from / written to ``config.json``;
 the sampling defaults of ``generation_config.json`` (:func:`sampling_defaults`); the names of the
-graph files in a model directory (:data:`MODEL_FILE`, :data:`BATCH_MODEL_FILE`, :data:`DATA_FILE`);
+graph files in a model directory (:data:`MODEL_FILE`, :data:`BATCH_MODEL_FILE`,
+:data:`FLOAT_MODEL_FILE`, :data:`DATA_FILE`);
 the builds a GGUF converts to (:data:`QUANTIZATIONS`)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rxstream import SamplingParams, SamplingParamsError
 __all__ = [
     "BATCH_MODEL_FILE",
     "DATA_FILE",
+    "FLOAT_MODEL_FILE",
     "MODEL_FILE",
     "QUANTIZATIONS",
     "DecoderConfig",
@@ -46,6 +48,10 @@ MODEL_FILE = "model.onnx"
 """The graph :class:`~rxstream.backends.OnnxModel` loads."""
 BATCH_MODEL_FILE = "model_plain.onnx"
 """A plain-attention graph over the same weights, for left-padded batches when ``model.onnx`` uses GQA."""
+FLOAT_MODEL_FILE = "model_float.onnx"
+"""In an exact int4 build: the graph over the same file whose ``MatMulNBits`` are float ``MatMul``
+over the weights their blocks make (folded when the session opens), for the batch's several-row
+steps, where onnxruntime's float-activation 4-bit kernel dequantizes every block on each call."""
 DATA_FILE = "model.onnx.data"
 """The external weights file shared by the graphs."""
 

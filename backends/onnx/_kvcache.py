@@ -102,7 +102,7 @@ class SlotCache:
         self.capacity = 0
         self.values: list[ort.OrtValue] = []
         self.position_bytes = position_bytes(graph)
-        self._bindings: dict[tuple[int, int, int], tuple[ort.IOBinding, np.ndarray]] = {}
+        self._bindings: dict[tuple[int, int, int, int], tuple[ort.IOBinding, np.ndarray]] = {}
         """Decode bindings by (start, rows, seq): the KV pointers and the logits buffer bound once
         (0.5 ms of binding per step saved); dropped when the buffers change."""
 
@@ -201,7 +201,13 @@ class SlotCache:
         )
 
     def run(
-        self, start: int, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray, keep: int = 1
+        self,
+        start: int,
+        ids: np.ndarray,
+        mask: np.ndarray,
+        positions: np.ndarray,
+        keep: int = 1,
+        graph: DecoderSession | None = None,
     ) -> npt.NDArray[np.float32]:
         """One forward pass over slots ``start .. start+len(ids)-1``: logits ``[rows, seq, vocab]``
         (for ``seq == 1`` in a buffer the next such pass over the same slots overwrites; with
@@ -209,12 +215,14 @@ class SlotCache:
 
         ``mask[r]`` is ones over row ``r``'s cached positions plus its new ones, zeros after;
         ``positions`` are the new tokens' positions (fed when the graph takes ``position_ids``).
+        ``graph``: another graph of the same inputs, outputs and KV layout to run instead (an int4
+        build's float twin).
         """
-        g = self.graph
+        g = graph or self.graph
         count, seq = ids.shape
         if mask.shape[1] > self.capacity:
             raise RuntimeError(f"KV cache: {mask.shape[1]} positions exceed the capacity {self.capacity}")
-        key = (start, count, seq)
+        key = (id(g), start, count, seq)
         cached = self._bindings.get(key) if seq == 1 else None
         feeds = _feeds(g, ids, mask, positions, keep)
         out_seq = keep if g.keeps_logits else seq  # _feeds asks for the last ones where it can

@@ -27,7 +27,7 @@ from ._forward import forward_pass
 from ._generation import GenerateCall, generate_observable
 from ._grammar import ModelGrammars
 from ._kvcache import batch_layout
-from ._loader import check_load_args, load_directory, open_plain_session
+from ._loader import check_load_args, load_directory, open_float_session, open_plain_session
 from ._model_checks import batch_config, check_call_args, check_prompt, check_prompts, row_finish
 from ._model_text import ModelText
 from ._pretrained import pretrained_path
@@ -214,8 +214,16 @@ class OnnxModel(ModelText):
         with self._batcher_lock:
             if self._batcher is None:
                 assert self._batching is not None
-                self._batcher = BatchScheduler(self._session, self._batching, self.max_length)
+                opened = (self._provider_request, self._threads, self.config, self._spinning)
+                twin = lambda: open_float_session(self.directory, self._session, *opened)  # noqa: E731
+                self._batcher = BatchScheduler(self._session, self._batching, self.max_length, twin)
             return self._batcher
+
+    def prepare_batches(self) -> None:
+        """Open what several-row passes use (an exact int4 build's float graph) now, not at the
+        first such pass (``rxstream serve`` calls it at start-up)."""
+        if self._batching is not None:
+            self._scheduler().prepare()
 
     @property
     def active_generations(self) -> int:

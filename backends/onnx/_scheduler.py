@@ -33,8 +33,9 @@ from another pass over the same tokens). Measured |batched - alone| logit differ
 (tests/backends/test_scheduler.py, test_scheduler_real.py, prefix sharing on): 0 for SmolLM2's
 float32 GroupQueryAttention graph (batched products round each row as a one-row product does),
 2.5e-6 for the tiny GroupQueryAttention graph and 4.8e-6 for the tiny plain-attention graph (left
-padding changes the softmax's reduction width), 1.7e-4 for SmolLM2's int4 build (its 4-bit kernel
-takes another path for several rows). Greedy ids are equal
+padding changes the softmax's reduction width), 6.8e-5 for SmolLM2's int4 build (its several-row
+passes run on its float twin, the same weights as float ``MatMul``; 1.7e-4 before, through the
+4-bit kernel's several-row path). Greedy ids are equal
 on every test prompt; a near tie could still flip where logits differ.
 """
 
@@ -79,8 +80,14 @@ log = logging.getLogger("rxstream.backends")
 class BatchScheduler:
     """Continuous batching over one model session (see the module documentation)."""
 
-    def __init__(self, graph: DecoderSession, config: BatchConfig, max_length: int) -> None:
-        self._kv = BatchKV(graph, config, max_length)
+    def __init__(
+        self,
+        graph: DecoderSession,
+        config: BatchConfig,
+        max_length: int,
+        twin: Callable[[], DecoderSession | None] | None = None,
+    ) -> None:
+        self._kv = BatchKV(graph, config, max_length, twin)
         """The rows' KV positions, either layout, and the prefix store (kept while idle too)."""
         self.graph = graph
         self.config = config
@@ -126,6 +133,11 @@ class BatchScheduler:
                 row.done = True
                 row.call.track(-1)
             self._cond.notify()
+
+    def prepare(self) -> None:
+        """Open the float twin now (see :meth:`BatchKV.twin <._batch_kv.BatchKV.twin>`)."""
+        self._kv.twin()
+        self._update_snapshot()
 
     def stats(self) -> dict[str, Any]:
         """Occupancy and KV memory, as of the worker's last iteration (JSON-ready)."""
@@ -403,6 +415,7 @@ class BatchScheduler:
             "prefix_cache_bytes": self._kv.store.nbytes,
             "max_prefix_cache_bytes": self._kv.store.budget,
             "prefix_cache_hits": self._kv.store.hits,
+            "float_graph": self._kv.twin(open_it=False) is not None,
             "draft_tokens": self._drafts.max_draft,
             "drafted_tokens": self._drafts.drafted,
             "kept_draft_tokens": self._drafts.kept,

@@ -111,7 +111,8 @@ def _describe_drafts(model: Any) -> str:
     drafts = stats.get("draft_tokens") if isinstance(stats, dict) else None
     if not isinstance(drafts, int):
         return ""
-    return f", prompt lookup {'up to ' + str(drafts) + ' ids' if drafts else 'off'}"
+    floats = ", several-row passes on float weights" if stats and stats.get("float_graph") else ""
+    return f", prompt lookup {'up to ' + str(drafts) + ' ids' if drafts else 'off'}{floats}"
 
 
 def _batch_config(
@@ -215,6 +216,9 @@ def _load_model(
         )
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         raise ServeError(str(exc)) from None
+    prepare = getattr(loaded, "prepare_batches", None)
+    if callable(prepare):  # an int4 build's float graph for batches: opened now, not mid-request
+        prepare()
     # a gateway is named as its engines name their model
     name = getattr(loaded, "engine_model", None) if upstream else None
     return loaded, name or Path(model or "smollm2").name or "model"
