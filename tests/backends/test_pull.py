@@ -172,9 +172,14 @@ def test_interrupted_pull_removes_its_temporaries(
     tmp_path: Path, local_index: dict[str, str], gguf_file: Path, sig: int
 ) -> None:
     """SIGTERM, SIGHUP or Ctrl-C during the conversion: the pull cleans up before it ends."""
-    cache = seeded_cache(tmp_path / "cache", gguf_file)
-    victim = start_pull(cache, local_index, "-q")
-    kill_when_writing(victim, cache / "models", sig, 20 << 20)
+    for attempt in range(3):
+        cache = seeded_cache(tmp_path / f"cache{attempt}", gguf_file)
+        victim = start_pull(cache, local_index, "-q")
+        kill_when_writing(victim, cache / "models", sig, 20 << 20)
+        # the weights file is written in a few large writes: on a loaded machine the signal can
+        # land after the last one, and the pull then finishes; that try proves nothing, try again
+        if victim.returncode != 0 or not (cache / "models" / TARGET).exists():
+            break
     assert victim.returncode != 0
     if sig != signal.SIGINT:
         assert victim.returncode == -sig  # it still dies by the signal, after cleaning up
