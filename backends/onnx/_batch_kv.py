@@ -279,10 +279,16 @@ class BatchKV:
         self, rows: Sequence[BatchRow], batch: Sequence[BatchRow]
     ) -> list[npt.NDArray[np.float32]]:
         """One decode step of ``rows`` (the others of ``batch``, the admitted rows, skip it)."""
-        taking = {id(r) for r in rows}
         if self.slots is not None:
             count = max(r.slot for r in rows) + 1
+            if count == 1:  # a lone row: the plain loop's arrays
+                row = rows[0]
+                ids = np.array([[row.next_token]], np.int64)
+                mask = np.ones((1, row.length + 1), np.int64)
+                out = self.slots.run(0, ids, mask, np.array([[row.length]], np.int64))
+                return [out[0, 0]]
             members = batch[:count]
+            taking = {id(r) for r in rows}
             # a row that skips this step writes one unused position past its length (overwritten
             # when it goes on); its logits are dropped
             lengths = np.asarray(
@@ -291,10 +297,11 @@ class BatchKV:
             ids = np.asarray([[r.next_token if id(r) in taking else 0] for r in members], np.int64)
             width = int(lengths.max()) + 1
             mask = (np.arange(width)[None, :] <= lengths[:, None]).astype(np.int64)
-            twin = self.twin() if count > 1 else None  # several rows: float weights where the graph has them
+            twin = self.twin()  # several rows: float weights where the graph has them
             out = self.slots.run(0, ids, mask, lengths[:, None], graph=twin)
             return [out[r.slot, 0] for r in rows]
         assert self.padded is not None
+        taking = {id(r) for r in rows}
         members = sorted((r for r in batch if r.slot >= 0), key=lambda r: r.slot)
         ids = np.asarray([[r.next_token if id(r) in taking else 0] for r in members], np.int64)
         take = np.asarray([1 if id(r) in taking else 0 for r in members], np.int64)

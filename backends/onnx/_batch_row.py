@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
-from reactivex import abc
+import reactivex
+from reactivex import Observable, abc
+from reactivex.disposable import Disposable
 
 from rxstream import Finish, FinishCallback, FinishOnce, FinishReason
 
 from ._generation import GenerateCall, make_sampler, token_item
 from ._lookup import PromptLookup
 
-__all__ = ["BatchRow"]
+if TYPE_CHECKING:
+    from ._scheduler import BatchScheduler
+
+__all__ = ["BatchRow", "batched_observable"]
 
 log = logging.getLogger("rxstream.backends")
 
@@ -168,3 +173,25 @@ class BatchRow:
         self.followers = []
         for member in [self, *followers]:
             member.fail(exc)
+
+
+def batched_observable(
+    scheduler: Callable[[], BatchScheduler],
+    call: GenerateCall,
+    prompt: list[int],
+    on_finish: FinishCallback | None,
+    seed: int | None,
+    ready: Callable[[], bool] | None,
+) -> Observable[Any]:
+    """The cold observable a batched :meth:`OnnxModel.generate` returns: each subscription is a row
+    of the model's scheduler (made on first use); disposing cancels that row only."""
+
+    def subscribe(
+        observer: abc.ObserverBase[Any], _scheduler: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        batch = scheduler()
+        row = BatchRow(call, prompt, observer, on_finish, seed, ready)
+        batch.submit(row)
+        return Disposable(lambda: batch.cancel(row))
+
+    return reactivex.create(subscribe)

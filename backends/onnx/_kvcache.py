@@ -171,8 +171,7 @@ class SlotCache:
         """Copy ``length`` positions of every head, from byte offset ``src`` of ``sources`` (heads
         ``src_head`` bytes apart) to offset ``dst`` of ``targets`` (heads ``dst_head`` apart)."""
         shape = [1, 1, length, self.graph.head_dim]
-        for h in range(self.graph.kv_heads):
-            self.ops.copy_between(sources, src + h * src_head, targets, dst + h * dst_head, shape)
+        self.ops.copy_heads(sources, src, src_head, targets, dst, dst_head, shape, self.graph.kv_heads)
 
     def extract(self, slot: int, length: int) -> list[ort.OrtValue]:
         """The first ``length`` positions of ``slot``: new buffers ``[1, kv_heads, length, head_dim]``

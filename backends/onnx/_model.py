@@ -22,6 +22,7 @@ from rxstream.structured import Grammar, GrammarTokenizer
 
 from ._batch import RowFinishCallback, batch_observable
 from ._batch_config import idle_stats
+from ._batch_row import batched_observable
 from ._config import DecoderConfig, Quantization
 from ._forward import forward_pass
 from ._generation import GenerateCall, generate_observable
@@ -32,7 +33,7 @@ from ._model_checks import batch_config, check_call_args, check_prompt, check_pr
 from ._model_text import ModelText
 from ._pretrained import pretrained_path
 from ._sampling import check_int, check_logprobs
-from ._scheduler import BatchConfig, BatchScheduler, batched_observable
+from ._scheduler import BatchConfig, BatchScheduler
 from ._session import DecoderSession, Provider, Spinning
 
 __all__ = ["OnnxModel"]

@@ -50,18 +50,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import reactivex
-from reactivex import Observable, abc
-from reactivex.disposable import Disposable
 
-from rxstream import Finish, FinishCallback, FinishReason
+from rxstream import Finish, FinishReason
 from rxstream.structured import fill_masks
 
 from ._batch_config import DEFAULT_KV_TOKENS, DEFAULT_PREFIX_CACHE_BYTES, MIN_SHARED_PREFIX, BatchConfig
 from ._batch_kv import BatchKV
 from ._batch_row import BatchRow
 from ._draft import Drafts
-from ._generation import GenerateCall
 from ._session import DecoderSession
 
 __all__ = [
@@ -71,10 +67,12 @@ __all__ = [
     "BatchConfig",
     "BatchRow",
     "BatchScheduler",
-    "batched_observable",
 ]
 
 log = logging.getLogger("rxstream.backends")
+
+SNAPSHOT_SECONDS = 0.05
+"""While the batch only decodes, its stats are rebuilt at most this often."""
 
 
 class BatchScheduler:
@@ -106,6 +104,7 @@ class BatchScheduler:
         self._peak_rows = 0
         self._peak_kv = 0
         self._snapshot: dict[str, Any] = {}
+        self._snapshot_at = 0.0
         self._update_snapshot()
 
     # ------------------------------------------------------------------ any thread
@@ -178,7 +177,7 @@ class BatchScheduler:
 
     def _iterate(self) -> bool:
         """One iteration; False when nothing is left (the thread then ends)."""
-        self._reap()
+        changed = self._reap()
         with self._cond:
             admitted, ended = self._admit()
             if not self._rows and not admitted and not self._waiting and not ended:
@@ -195,7 +194,8 @@ class BatchScheduler:
             row.call.track(-1)
         for row in admitted:
             self._place(row)
-        self._update_snapshot()
+        if changed or admitted or ended or time.monotonic() - self._snapshot_at >= SNAPSHOT_SECONDS:
+            self._update_snapshot()
         prefilling = [r for r in self._rows if r.state == "prefill" and not r.cancelled]
         decoding = [r for r in self._rows if r.state == "decode" and not r.cancelled and r.consumer_ready()]
         if not prefilling and not decoding:
@@ -207,7 +207,8 @@ class BatchScheduler:
         decoding = [r for r in decoding if not r.cancelled and r.state == "decode"]
         if decoding:
             self._decode(decoding)
-        self._reap()
+        if self._reap() or prefilling:
+            self._update_snapshot()
         return True
 
     # ------------------------------------------------------------------ admission
@@ -286,11 +287,12 @@ class BatchScheduler:
         row.emit(source.prompt_logits)
 
     # ------------------------------------------------------------------ leaving
-    def _reap(self) -> None:
-        """Remove rows that ended or were cancelled; free their cache (compacting the slots)."""
+    def _reap(self) -> bool:
+        """Remove rows that ended or were cancelled; free their cache (compacting the slots).
+        Whether any left."""
         gone = [r for r in self._rows if r.cancelled or r.state == "done"]
         if not gone:
-            return
+            return False
         for row in gone:
             self._handle_orphans(row)
         gone = [r for r in self._rows if r.cancelled or r.state == "done"]
@@ -301,6 +303,7 @@ class BatchScheduler:
             if not row.done:
                 row.done = True
                 row.call.track(-1)
+        return True
 
     def _handle_orphans(self, row: BatchRow) -> None:
         """A prefilling leader left: its first follower prefills instead, the others follow it."""
@@ -389,6 +392,9 @@ class BatchScheduler:
 
     # ------------------------------------------------------------------ stats
     def _update_snapshot(self) -> None:
+        """Rebuild what :meth:`stats` reports: on every change of the batch (admission, a row
+        leaving, a prompt pass) and otherwise every :data:`SNAPSHOT_SECONDS` (not each step)."""
+        self._snapshot_at = time.monotonic()
         rows = self._rows
         nbytes, slots, capacity, allocated = self._kv.usage()
         self._peak_kv = max(self._peak_kv, allocated)
@@ -422,25 +428,3 @@ class BatchScheduler:
         }
         with self._cond:
             self._snapshot = snapshot
-
-
-def batched_observable(
-    scheduler: Callable[[], BatchScheduler],
-    call: GenerateCall,
-    prompt: list[int],
-    on_finish: FinishCallback | None,
-    seed: int | None,
-    ready: Callable[[], bool] | None,
-) -> Observable[Any]:
-    """The cold observable a batched :meth:`OnnxModel.generate` returns: each subscription is a row
-    of the model's scheduler (made on first use); disposing cancels that row only."""
-
-    def subscribe(
-        observer: abc.ObserverBase[Any], _scheduler: abc.SchedulerBase | None = None
-    ) -> abc.DisposableBase:
-        batch = scheduler()
-        row = BatchRow(call, prompt, observer, on_finish, seed, ready)
-        batch.submit(row)
-        return Disposable(lambda: batch.cancel(row))
-
-    return reactivex.create(subscribe)

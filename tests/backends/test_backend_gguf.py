@@ -242,8 +242,21 @@ def write_gguf(
 
 
 def onnx_weights(model_dir: Path) -> dict[str, np.ndarray]:
+    """The graph's initializers by name; a fused ``{p}.gate_up`` (``[in, 2 * inter]``) is also
+    given as its halves ``{p}.gate`` and ``{p}.up``."""
     model = onnx.load(str(model_dir / MODEL_FILE), load_external_data=True)
-    return {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    return split_gate_up({i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}, axis=1)
+
+
+def split_gate_up(arrays: dict[str, np.ndarray], axis: int) -> dict[str, np.ndarray]:
+    """``arrays`` plus the halves of each float ``{p}.gate_up`` along ``axis`` (gate first)."""
+    out = dict(arrays)
+    for name, value in arrays.items():
+        if name.endswith(".gate_up"):
+            base = name.removesuffix(".gate_up")
+            gate, up = np.split(value, 2, axis=axis)
+            out[f"{base}.gate"], out[f"{base}.up"] = np.ascontiguousarray(gate), np.ascontiguousarray(up)
+    return out
 
 
 def assert_same_bits(got: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -391,7 +404,7 @@ def int4_matrices(model_dir: Path) -> dict[str, F32]:
             out[base] = np.concatenate([out[base], w]) if base in out else w
         else:
             out[prefix] = w
-    return out
+    return split_gate_up(out, axis=0)
 
 
 def assert_same_values(got: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -675,3 +688,17 @@ def test_metadata_that_matches_the_graph_is_accepted(tmp_path: Path) -> None:
     t = tiny_llama(hidden=64, intermediate=96)
     path = write_gguf(tmp_path / "m.gguf", t, encode(gguf_tensors(t), lambda _name: Q.F32), more=more)
     assert read_gguf(path).config.head_dim == 16
+
+
+def test_gate_and_up_are_one_product_except_in_int4(tmp_path: Path) -> None:
+    # fp32 and int4-a8 multiply by gate and up at once (one matrix, split after); int4 keeps two
+    t = tiny_llama(seed=3)
+    path = write_gguf(tmp_path / "m.gguf", t, encode(gguf_tensors(t), lambda _name: Q.Q4_1))
+    for quant, fused in (("fp32", True), ("int4-a8", True), ("int4", False)):
+        directory = convert_gguf(path, tmp_path / quant, quantization=quant, progress=False)
+        model = onnx.load(str(directory / MODEL_FILE), load_external_data=False)
+        names = {i.name.removesuffix(".q") for i in model.graph.initializer}
+        splits = [n for n in _nodes(model.graph) if n.op_type == "Split"]
+        assert ("layers.0.gate_up" in names) is fused and ("layers.0.gate" in names) is not fused, quant
+        assert len(splits) == (t.config.num_layers if fused else 0), quant
+        assert_generates(directory)

@@ -316,7 +316,7 @@ def test_a_reconnect_storm_loses_and_duplicates_nothing(model: OnnxModel) -> Non
 
     async def client(http: httpx.AsyncClient, url: str, i: int) -> tuple[list[Any], list[Any]]:
         nonlocal drops
-        body = {**CHAT, "max_tokens": 80, "messages": [{"role": "user", "content": f"storm {i}"}]}
+        body = {**CHAT, "max_tokens": 120, "messages": [{"role": "user", "content": f"storm {i}"}]}
         got: list[tuple[str | None, str]] = []
         async with http.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
             sid = r.headers["rxstream-stream-id"]
