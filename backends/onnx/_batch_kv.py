@@ -103,12 +103,12 @@ class BatchKV:
 
         They grow to exactly what the rows need (so the allocation stays within
         ``max_kv_tokens``, checked at admission) and shrink once they hold four times the slots or
-        twice the capacity the rows need; when no row is left they are freed.
+        twice the capacity the rows need; when no row is left they stay for the next one (the
+        worker frees them when it ends, see :meth:`release`).
         """
         cache = self.slots
         assert cache is not None
         if not rows:
-            cache.release()
             return
         slots = slot_count(len(rows), self.config.max_batch)
         capacity = self.capacity_for(rows)

@@ -1,9 +1,11 @@
 """Continuous batching: :class:`BatchScheduler` runs every active generation of a model in one
 decode step per iteration.
 
-One worker thread per model (started when a generation arrives, gone when none is left; not a
-daemon: like the thread pool a generation ran on before, the interpreter waits for it at exit,
-so it is never inside ONNX Runtime while the process tears down) loops:
+One worker thread per model (started when a generation arrives, gone :data:`LINGER_SECONDS` after
+the last one left, so a client's next request finds it running and the KV buffers allocated; not
+a daemon: like the thread pool a generation ran on before, the interpreter waits for it at exit,
+so it is never inside ONNX Runtime while the process tears down; a lingering worker is woken at
+exit and ends at once) loops:
 
 1. **admit** waiting rows, first come first served, while the batch has room (``max_batch``
    rows) and the KV cache stays within ``max_kv_tokens`` positions;
@@ -44,6 +46,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -73,6 +76,27 @@ log = logging.getLogger("rxstream.backends")
 
 SNAPSHOT_SECONDS = 0.05
 """While the batch only decodes, its stats are rebuilt at most this often."""
+
+LINGER_SECONDS = 0.25
+"""How long an idle worker waits for the next generation before it ends and frees the KV buffers
+(starting a thread, and allocating and faulting in the buffers, cost a sequential client's next
+request about a millisecond of its first token)."""
+
+_SCHEDULERS: weakref.WeakSet[BatchScheduler] = weakref.WeakSet()
+_EXITING = threading.Event()
+
+
+def _end_lingering() -> None:
+    """At interpreter exit (before it joins the workers): idle workers end now."""
+    _EXITING.set()
+    for scheduler in list(_SCHEDULERS):
+        with scheduler._cond:
+            scheduler._cond.notify_all()
+
+
+_register_atexit = getattr(threading, "_register_atexit", None)  # what concurrent.futures uses
+if _register_atexit is not None:
+    _register_atexit(_end_lingering)
 
 
 class BatchScheduler:
@@ -105,7 +129,9 @@ class BatchScheduler:
         self._peak_kv = 0
         self._snapshot: dict[str, Any] = {}
         self._snapshot_at = 0.0
+        self._idle_since: float | None = None
         self._update_snapshot()
+        _SCHEDULERS.add(self)
 
     # ------------------------------------------------------------------ any thread
     def submit(self, row: BatchRow) -> None:
@@ -181,10 +207,19 @@ class BatchScheduler:
         with self._cond:
             admitted, ended = self._admit()
             if not self._rows and not admitted and not self._waiting and not ended:
+                now = time.monotonic()
+                if self._idle_since is None:
+                    self._idle_since = now
+                left = self._idle_since + LINGER_SECONDS - now
+                if left > 0 and not _EXITING.is_set():
+                    self._cond.wait(left)
+                    return True
+                self._idle_since = None
                 self._kv.release()
                 self._thread = None
                 self._update_snapshot()
                 return False
+            self._idle_since = None
         for row, error in ended:
             if error is None:
                 row.end(Finish(FinishReason.LENGTH))

@@ -835,3 +835,41 @@ def test_the_padded_layout_keeps_no_ended_rows(tiny_dir: Path) -> None:
     stats = model.batch_stats()
     assert stats is not None and stats["layout"] == "padded"
     assert stats["prefix_cache_entries"] == 0 and stats["max_prefix_cache_bytes"] == 0
+
+
+def test_an_idle_worker_lingers_for_the_next_generation_then_ends(
+    gqa_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a client's next request finds the worker and its KV buffers; once idle for LINGER_SECONDS
+    # the thread ends and the buffers are freed
+    monkeypatch.setattr(_scheduler, "LINGER_SECONDS", 1.0)
+    model = load(gqa_dir)
+    prompt = prompt_of(model)
+    first = model.generate(prompt, max_new_tokens=3).pipe(ops.to_list()).run()
+    threads = batch_threads()
+    assert len(threads) == 1 and (model.batch_stats() or {})["kv_bytes"] > 0
+    again = model.generate(prompt, max_new_tokens=3).pipe(ops.to_list()).run()
+    assert again == first and batch_threads() == threads  # the same thread ran it
+    wait_idle(model, timeout=10)
+
+
+def test_a_lingering_worker_does_not_hold_the_process_at_exit(gqa_dir: Path) -> None:
+    # the worker is not a daemon (never inside ONNX Runtime at teardown), yet an idle one ends at
+    # once when the interpreter exits, not after its linger
+    import subprocess
+    import sys
+
+    code = f"""
+import time
+from reactivex import operators as ops
+import rxstream.backends.onnx._scheduler as s
+s.LINGER_SECONDS = 60.0
+from rxstream.backends import OnnxModel
+model = OnnxModel.load({str(gqa_dir)!r}, provider="cpu", batching=True)
+prompt = model.encode_chat([{{"role": "user", "content": "hi"}}])
+model.generate(prompt, max_new_tokens=2).pipe(ops.to_list()).run()
+print(time.monotonic(), flush=True)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - float(done.stdout.split()[-1]) < 20
