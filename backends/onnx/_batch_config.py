@@ -35,6 +35,15 @@ MAX_DRAFT_TOKENS = 16
 """The largest ``draft_tokens`` (a draft pass is one small prefill)."""
 
 
+SNAPSHOT_SECONDS = 0.05
+"""While the batch only decodes, its stats are rebuilt at most this often."""
+
+LINGER_SECONDS = 0.25
+"""How long an idle worker waits for the next generation before it ends and frees the KV buffers
+(starting a thread, and allocating and faulting in the buffers, cost a sequential client's next
+request about a millisecond of its first token)."""
+
+
 @dataclass(frozen=True, slots=True)
 class BatchConfig:
     """How a model batches concurrent generations (:meth:`OnnxModel.load`'s ``batching``).

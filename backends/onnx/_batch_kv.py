@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -117,14 +117,27 @@ class BatchKV:
         if grow or shrink:
             cache.reserve(slots, capacity, live)
 
-    def usage(self) -> tuple[int, int, int, int]:
-        """``(bytes, slots or rows, capacity or width, allocated positions)``, for the stats."""
+    def stats(self) -> dict[str, Any]:
+        """The cache's part of the scheduler's stats: its buffers (slots or rows, capacity or
+        width, allocated positions, bytes), the prefix store, and whether the float twin is open."""
         if self.slots is not None:
             nbytes, slots, capacity = self.slots.nbytes, self.slots.slots, self.slots.capacity
-            return nbytes, slots, capacity, slots * capacity
-        assert self.padded is not None
-        padded = self.padded
-        return padded.nbytes, padded.rows, padded.width, padded.rows * padded.width
+        else:
+            assert self.padded is not None
+            nbytes, slots, capacity = self.padded.nbytes, self.padded.rows, self.padded.width
+        store = self.store
+        return {
+            "slots": slots,
+            "kv_capacity": capacity,
+            "kv_allocated_tokens": slots * capacity,
+            "kv_bytes": nbytes,
+            "prefix_cache_entries": len(store),
+            "prefix_cache_tokens": store.tokens,
+            "prefix_cache_bytes": store.nbytes,
+            "max_prefix_cache_bytes": store.budget,
+            "prefix_cache_hits": store.hits,
+            "float_graph": self.twin(open_it=False) is not None,
+        }
 
     def release(self) -> None:
         if self.slots is not None:

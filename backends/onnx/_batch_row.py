@@ -144,6 +144,22 @@ class BatchRow:
         if self.produced >= call.params.max_new_tokens or len(self.prompt) + self.produced >= call.max_length:
             self.end(Finish(FinishReason.LENGTH))
 
+    def hand_on_followers(self) -> None:
+        """This row, a prefilling leader, left: its first follower prefills instead, the others
+        follow that one."""
+        if not self.followers:
+            return
+        heirs = [f for f in self.followers if not f.cancelled and f.state == "follow"]
+        self.followers = []
+        if not heirs:
+            return
+        new_leader = heirs[0]
+        new_leader.leader = None
+        new_leader.state = "prefill"
+        new_leader.followers = heirs[1:]
+        for f in heirs[1:]:
+            f.leader = new_leader
+
     def end(self, finish: Finish) -> None:
         """End the row with ``finish`` (its stream completes, or fails if on_finish raises)."""
         self.state = "done"

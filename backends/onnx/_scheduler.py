@@ -57,7 +57,14 @@ import numpy.typing as npt
 from rxstream import Finish, FinishReason
 from rxstream.structured import fill_masks
 
-from ._batch_config import DEFAULT_KV_TOKENS, DEFAULT_PREFIX_CACHE_BYTES, MIN_SHARED_PREFIX, BatchConfig
+from ._batch_config import (
+    DEFAULT_KV_TOKENS,
+    DEFAULT_PREFIX_CACHE_BYTES,
+    LINGER_SECONDS,
+    MIN_SHARED_PREFIX,
+    SNAPSHOT_SECONDS,
+    BatchConfig,
+)
 from ._batch_kv import BatchKV
 from ._batch_row import BatchRow
 from ._draft import Drafts
@@ -73,14 +80,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("rxstream.backends")
-
-SNAPSHOT_SECONDS = 0.05
-"""While the batch only decodes, its stats are rebuilt at most this often."""
-
-LINGER_SECONDS = 0.25
-"""How long an idle worker waits for the next generation before it ends and frees the KV buffers
-(starting a thread, and allocating and faulting in the buffers, cost a sequential client's next
-request about a millisecond of its first token)."""
 
 _SCHEDULERS: weakref.WeakSet[BatchScheduler] = weakref.WeakSet()
 _EXITING = threading.Event()
@@ -329,7 +328,7 @@ class BatchScheduler:
         if not gone:
             return False
         for row in gone:
-            self._handle_orphans(row)
+            row.hand_on_followers()
         gone = [r for r in self._rows if r.cancelled or r.state == "done"]
         self._rows = self._kv.compact(self._rows, gone)
         for row in gone:
@@ -339,21 +338,6 @@ class BatchScheduler:
                 row.done = True
                 row.call.track(-1)
         return True
-
-    def _handle_orphans(self, row: BatchRow) -> None:
-        """A prefilling leader left: its first follower prefills instead, the others follow it."""
-        if not row.followers:
-            return
-        heirs = [f for f in row.followers if not f.cancelled and f.state == "follow"]
-        row.followers = []
-        if not heirs:
-            return
-        new_leader = heirs[0]
-        new_leader.leader = None
-        new_leader.state = "prefill"
-        new_leader.followers = heirs[1:]
-        for f in heirs[1:]:
-            f.leader = new_leader
 
     # ------------------------------------------------------------------ prefill
     def _prefill(self, rows: list[BatchRow]) -> None:
@@ -431,8 +415,8 @@ class BatchScheduler:
         leaving, a prompt pass) and otherwise every :data:`SNAPSHOT_SECONDS` (not each step)."""
         self._snapshot_at = time.monotonic()
         rows = self._rows
-        nbytes, slots, capacity, allocated = self._kv.usage()
-        self._peak_kv = max(self._peak_kv, allocated)
+        kv = self._kv.stats()
+        self._peak_kv = max(self._peak_kv, kv["kv_allocated_tokens"])
         snapshot = {
             "layout": self.layout,
             "rows": len(rows),
@@ -440,23 +424,14 @@ class BatchScheduler:
             "prefilling": sum(1 for r in rows if r.state in ("prefill", "follow", "copy")),
             "max_batch": self.config.max_batch,
             "peak_rows": self._peak_rows,
-            "slots": slots,
-            "kv_capacity": capacity,
-            "kv_allocated_tokens": allocated,
+            **kv,
             "peak_kv_allocated_tokens": self._peak_kv,
             "kv_used_tokens": sum(r.length if r.state == "decode" else r.prefilled for r in rows),
-            "kv_bytes": nbytes,
             "max_kv_tokens": self.kv_budget,
             "prefill_chunk": self.config.prefill_chunk,
             "decode_steps": self._steps,
             "prefill_tokens": self._prefill_tokens,
             "shared_prefix_tokens": self._shared_tokens,
-            "prefix_cache_entries": len(self._kv.store),
-            "prefix_cache_tokens": self._kv.store.tokens,
-            "prefix_cache_bytes": self._kv.store.nbytes,
-            "max_prefix_cache_bytes": self._kv.store.budget,
-            "prefix_cache_hits": self._kv.store.hits,
-            "float_graph": self._kv.twin(open_it=False) is not None,
             "draft_tokens": self._drafts.max_draft,
             "drafted_tokens": self._drafts.drafted,
             "kept_draft_tokens": self._drafts.kept,
