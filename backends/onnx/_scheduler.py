@@ -12,7 +12,10 @@ exit and ends at once) loops:
 2. **prefill** prompts in chunks of ``prefill_chunk`` tokens, at least one chunk and about
    ``prefill_chunk`` tokens per iteration, so a long prompt delays the others' next token by one
    chunk at a time instead of by its whole prompt; a row whose prompt is done samples its first
-   token and joins the decode batch;
+   token and joins the decode batch. When every row in the batch has just sampled its first token, the worker waits
+   :data:`FIRST_TOKEN_YIELD_SECONDS` (or until a new row arrives) before the next step, so the
+   consumers (a server's text lanes and event loop) deliver the first token while the cores are
+   free instead of competing with the step's threads;
 3. **decode** one step for every decoding row at once, then each row samples with its own
    sampler, stop ids, EOS ids, budget and seed, and emits its id (on this thread).
 
@@ -60,6 +63,7 @@ from rxstream.structured import fill_masks
 from ._batch_config import (
     DEFAULT_KV_TOKENS,
     DEFAULT_PREFIX_CACHE_BYTES,
+    FIRST_TOKEN_YIELD_SECONDS,
     LINGER_SECONDS,
     MIN_SHARED_PREFIX,
     SNAPSHOT_SECONDS,
@@ -238,6 +242,10 @@ class BatchScheduler:
             return True
         if prefilling:
             self._prefill(prefilling)
+            started = sum(1 for r in prefilling if r.prefilled == len(r.prompt))  # first tokens out
+            if started and started == len(self._rows):  # no one else waits for the next step
+                with self._cond:  # the consumers take the first tokens while the cores are free
+                    self._cond.wait(FIRST_TOKEN_YIELD_SECONDS)
         decoding = [r for r in decoding if not r.cancelled and r.state == "decode"]
         if decoding:
             self._decode(decoding)

@@ -873,3 +873,37 @@ print(time.monotonic(), flush=True)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50)
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - float(done.stdout.split()[-1]) < 20
+
+
+def test_the_worker_yields_after_a_lone_batch_s_first_tokens_only(
+    gqa_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a batch whose every row just sampled its first token leaves the cores to the consumers
+    # before the next step; rows already decoding are never held up for a newcomer
+    monkeypatch.setattr(_scheduler, "FIRST_TOKEN_YIELD_SECONDS", 0.3)
+    model = load(gqa_dir)
+    prompt = prompt_of(model)
+
+    def stamped(max_new_tokens: int) -> tuple[list[float], threading.Event, Any]:
+        times: list[float] = []
+        done = threading.Event()
+        obs = model.generate(prompt, max_new_tokens=max_new_tokens, ignore_eos=True)
+        sub = obs.subscribe(lambda _id: times.append(time.monotonic()), lambda e: done.set(), done.set)
+        return times, done, sub
+
+    alone, done, _ = stamped(3)
+    assert done.wait(10)
+    assert alone[1] - alone[0] >= 0.25  # the yield, once
+    assert alone[2] - alone[1] < 0.25
+
+    long, _, long_sub = stamped(100000)
+    deadline = time.monotonic() + 10
+    while len(long) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    newcomer, done, _ = stamped(3)
+    assert done.wait(10)
+    steps = len(long)
+    assert newcomer[1] - newcomer[0] < 0.25  # another row was decoding: no yield
+    long_sub.dispose()
+    assert steps > 5
+    wait_idle(model)
