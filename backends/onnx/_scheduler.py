@@ -12,10 +12,10 @@ exit and ends at once) loops:
 2. **prefill** prompts in chunks of ``prefill_chunk`` tokens, at least one chunk and about
    ``prefill_chunk`` tokens per iteration, so a long prompt delays the others' next token by one
    chunk at a time instead of by its whole prompt; a row whose prompt is done samples its first
-   token and joins the decode batch. When every row in the batch has just sampled its first token, the worker waits
-   :data:`FIRST_TOKEN_YIELD_SECONDS` (or until a new row arrives) before the next step, so the
-   consumers (a server's text lanes and event loop) deliver the first token while the cores are
-   free instead of competing with the step's threads;
+   token and joins the decode batch. When every row in the batch has just sampled its first
+   token, the worker waits :data:`FIRST_TOKEN_YIELD_SECONDS` (or until a new row arrives)
+   before the next step, so the consumers (a server's text lanes and event loop) deliver the
+   first token while the cores are free instead of competing with the step's threads;
 3. **decode** one step for every decoding row at once, then each row samples with its own
    sampler, stop ids, EOS ids, budget and seed, and emits its id (on this thread).
 
