@@ -37,14 +37,20 @@ _LIGHT_BYTES = 16384
 def _light(request: Request, body: object) -> bool:
     """Whether checking ``body`` takes microseconds: a small body (by its Content-Length) with no
     stop strings or rxstream rules to compile."""
-    length = request.headers.get("content-length", "")
+    length = _body_bytes(request)
     return (
-        length.isdigit()
-        and int(length) <= _LIGHT_BYTES
+        length is not None
+        and length <= _LIGHT_BYTES
         and isinstance(body, dict)
         and "stop" not in body
         and "rxstream" not in body
     )
+
+
+def _body_bytes(request: Request) -> int | None:
+    """The request body's length (its Content-Length), where given."""
+    length = request.headers.get("content-length", "")
+    return int(length) if length.isdigit() else None
 
 
 class Handlers:
@@ -96,7 +102,7 @@ class Handlers:
                 req = await asyncio.to_thread(validate_request, body, chat=chat, limits=limits)
             self._check_model(body)
             names = await self._token_names(req)
-            ids, plan = await prompt_ids(state, req)
+            ids, plan = await prompt_ids(state, req, _body_bytes(request))
             if names is not None and plan is not None and plan.spec is not None:
                 # the routed text carries its tokens: the answer's and the reasoning's get entries
                 plan = dataclasses.replace(plan, logprobs=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .._generative_model import compile_grammar, supports_grammar
 from ..chat import ChatPlan, UnsupportedChoice, plan_chat
@@ -13,12 +15,24 @@ from ._requests import GenerationRequest
 from ._state import ServerState
 from ._text_mode import check_text_request, text_mode
 
-__all__ = ["fit_budget", "prompt_ids"]
+__all__ = ["INLINE_PROMPT_BYTES", "fit_budget", "prompt_ids"]
+
+_R = TypeVar("_R")
 
 
-async def prompt_ids(state: ServerState, request: GenerationRequest) -> tuple[list[int], ChatPlan | None]:
+INLINE_PROMPT_BYTES = 4096
+"""A chat request body at most this long, with no tools and a plain text answer, is templated and
+tokenized on the event loop (about 0.1 ms for a short chat; a thread hop cost a lone client's first
+token more than that); a larger one off it, so no request holds the others' events for long."""
+
+
+async def prompt_ids(
+    state: ServerState, request: GenerationRequest, body_bytes: int | None = None
+) -> tuple[list[int], ChatPlan | None]:
     """The request's prompt as token ids (chat template applied), checked against the limits, and
-    for a chat how its output is routed (:func:`rxstream.chat.plan_chat`)."""
+    for a chat how its output is routed (:func:`rxstream.chat.plan_chat`). ``body_bytes``: the
+    request body's length where known (a small plain chat is templated without a thread hop, see
+    :data:`INLINE_PROMPT_BYTES`)."""
     model = state.model
     if text_mode(model):
         check_text_request(request)
@@ -26,8 +40,15 @@ async def prompt_ids(state: ServerState, request: GenerationRequest) -> tuple[li
     if request.chat:
         assert request.messages is not None
         messages = [dict(m) for m in request.messages]
+        small = (
+            body_bytes is not None
+            and body_bytes <= INLINE_PROMPT_BYTES
+            and not request.tools
+            and request.output.kind == "text"
+        )
         try:
-            ids, plan = await asyncio.to_thread(
+            ids, plan = await _maybe_in_thread(
+                not small,
                 plan_chat,
                 model,
                 messages,
@@ -68,6 +89,13 @@ async def prompt_ids(state: ServerState, request: GenerationRequest) -> tuple[li
         raise RequestError("the prompt is empty after tokenization", param="prompt")
     _check_length(state, request, ids)
     return ids, plan
+
+
+async def _maybe_in_thread(thread: bool, func: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
+    """``func(*args, **kwargs)``, off the event loop when ``thread``."""
+    if thread:
+        return await asyncio.to_thread(func, *args, **kwargs)
+    return func(*args, **kwargs)
 
 
 def _check_length(state: ServerState, request: GenerationRequest, ids: list[int]) -> None:
