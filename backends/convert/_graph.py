@@ -161,21 +161,15 @@ class Nibbles:
         """
         if w.bits > bits:
             raise ValueError(f"Nibbles: {w.bits}-bit codes do not fit {bits} bits")
-        codes, zero_point, mins = w.codes, w.zero_point, w.mins
-        middle = 1 << (bits - 1)  # MatMulNBits' default zero point
-        if bits == 8 and mins is None and zero_point <= middle:
-            # one zero point for every block (Q8_0's 128, Q6_K's 32, Q5_0's 16): move the codes to
-            # the kernel's default, so no zero points are stored or read (the same weights)
-            codes = (codes + np.uint8(middle - zero_point)).astype(np.uint8)
-            zero_point = middle
-        zero = np.full(w.scales.shape, zero_point, np.uint8)
+        zero = np.full(w.scales.shape, w.zero_point, np.uint8)
+        mins = w.mins
         if center and mins is not None:
             top = (1 << bits) - 1
             safe = np.where(w.scales == 0, np.float32(1), w.scales)
             z = np.where(w.scales == 0, 0, np.clip(np.rint(-mins / safe), 0, top)).astype(np.uint8)
             rest = (mins + w.scales * z.astype(np.float32)).astype(np.float32)
             zero, mins = z, (rest if rest.any() else None)
-        return cls(codes, w.scales, zero, mins)
+        return cls(w.codes, w.scales, zero, mins)
 
     @property
     def block_size(self) -> int:
@@ -264,11 +258,9 @@ def prepare_initializers(
     """Turn :class:`DecoderWeights` into the named arrays :func:`build_decoder` expects.
 
     Linear layers become ``{name}`` (``[in, out]`` for ``MatMul``) in fp32, or ``MatMulNBits``
-    inputs in int4 (see :func:`_nibble_initializers`). Q/K/V are fused into one matrix, and so are
-    the MLP's gate and up (``{p}.gate_up``, gate's rows first) except in ``int4``: one wider
-    product per layer instead of two (each output column is the same sum as before, so the
-    result is unchanged); onnxruntime's float-activation 4-bit kernel is slower on the wider
-    matrix (0.96x a step), so ``int4`` keeps ``{p}.gate`` and ``{p}.up``.
+    inputs in int4 (see :func:`_nibble_initializers`). Q/K/V are fused into one matrix; in
+    ``int4-a8`` so are the MLP's gate and up (``{p}.gate_up``, gate's rows first, split after the
+    product: each output column is the same sum as before).
     ``progress(done, total)`` is called after each layer.
 
     In int4 every matrix stays exactly the fp32 build's where its GGUF blocks are known
@@ -334,11 +326,11 @@ def prepare_initializers(
         out[f"{p}.input_norm"] = np.asarray(layer["input_norm"], np.float32)
         out[f"{p}.post_norm"] = np.asarray(layer["post_norm"], np.float32)
         linear(f"{p}.qkv", [part(i, "q"), part(i, "k"), part(i, "v")])
-        if quantization == "int4":  # its float-activation 4-bit kernel is slower on the wide matrix
+        if a8:  # one wider product (measured: 0.95x a step; fp32 and int4 gained nothing)
+            linear(f"{p}.gate_up", [part(i, "gate"), part(i, "up")])
+        else:
             linear(f"{p}.gate", [part(i, "gate")])
             linear(f"{p}.up", [part(i, "up")])
-        else:
-            linear(f"{p}.gate_up", [part(i, "gate"), part(i, "up")])
         for n in ("o", "down"):
             linear(f"{p}.{n}", [part(i, n)])
         if progress is not None:
@@ -364,19 +356,14 @@ def _nibble_initializers(name: str, w: Nibbles, bits: int = 4) -> dict[str, np.n
     as ``block_sums(x) @ mins``: a float zero point ``-mins/scales`` would express it too, but
     onnxruntime's CPU kernel then dequantizes the whole matrix on every call (some 10x slower than
     ``MatMul``) and rounds ``(q - zp) * scale`` differently from ``scale * q + min``.
-    ``bits=8``: ``{name}.q8`` ``[out, blocks, block_size]`` and ``{name}.zp`` one byte a block, written
-    only when a zero point is not the default 128 (:meth:`Nibbles.of` moves single-zero-point codes there).
+    ``bits=8``: ``{name}.q8`` ``[out, blocks, block_size]`` and ``{name}.zp`` one byte a block.
     """
     n, blocks, _ = w.codes.shape
-    if bits == 8:  # one code and one zero point a byte (none where every one is the default 128)
+    if bits == 8:  # one code and one zero point a byte
         return {
             f"{name}.q8": np.ascontiguousarray(w.codes, dtype=np.uint8),
             f"{name}.scales": np.ascontiguousarray(w.scales.reshape(-1), dtype=np.float32),
-            **(
-                {f"{name}.zp": np.ascontiguousarray(w.zero_points.reshape(-1), dtype=np.uint8)}
-                if (w.zero_points != 128).any()
-                else {}
-            ),
+            f"{name}.zp": np.ascontiguousarray(w.zero_points.reshape(-1), dtype=np.uint8),
             **({} if w.mins is None else {f"{name}.mins": np.ascontiguousarray(w.mins.T, dtype=np.float32)}),
         }
     out: dict[str, np.ndarray] = {

@@ -58,14 +58,13 @@ KNOWN_MODELS: dict[str, ModelSource] = {
 """The models :func:`pull_model` knows by name."""
 
 _COMPLETE = ".complete"
-_FORMAT = "rxstream-onnx-format 6"
+_FORMAT = "rxstream-onnx-format 4"
 """Written into an fp32 directory's completion marker; a cached directory of another format is rebuilt
-(4: the graphs take ``logits_to_keep``; 6: the MLP's gate and up are one matrix)."""
+(4: the graphs take ``logits_to_keep``)."""
 _FORMATS = {"fp32": _FORMAT, "int4": "rxstream-onnx-format 5", "int4-a8": "rxstream-onnx-format 6"}
 """The format of each quantization (int4 since 3: the GGUF's 4-bit blocks kept exactly, not quantized
 anew; 4: ``logits_to_keep``; 5: int4's float twin for batches, and int4-a8: 8-bit activations,
-centred zero points, an 8-bit head; 6 (fp32, int4-a8): gate and up as one matrix, and int4-a8's
-8-bit blocks of one zero point store none)."""
+centred zero points, an 8-bit head; 6, int4-a8: the MLP's gate and up as one matrix)."""
 
 
 def default_cache_dir() -> Path:

@@ -17,8 +17,9 @@ Two layouts, chosen from the graph (:func:`batch_layout`):
   uses are cut. Rows that skip a step get a column masked out (a hole the attention never reads).
 
 Blocks move with small ONNX graphs (:class:`KVOps`: copy, resize, gather, join) run by ONNX
-Runtime on the model's own provider, so the cache never leaves the device it lives on and the CPU
-runs the very code a CUDA device runs.
+Runtime on the model's own provider, so the cache never leaves the device it lives on; on the CPU
+a copy between two pointers (a slot, a shared prefix, the prefix store) is a ``memmove`` instead
+(an onnxruntime run binding every buffer cost more than the bytes).
 
 CUDA (reviewed, not run: there is no GPU where this is tested). What the CUDA path relies on:
 buffers from ``OrtValue.ortvalue_from_shape_and_type(..., "cuda", 0)`` and their
