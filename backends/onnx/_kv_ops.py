@@ -138,22 +138,23 @@ class KVOps:
         targets: Sequence[ort.OrtValue],
         dst: int,
         dst_head: int,
-        shape: Sequence[int],
-        heads: int,
+        length: int,
     ) -> None:
-        """Copy ``heads`` blocks ``shape`` (one head's positions), the ``h``-th from byte offset
-        ``src + h * src_head`` of each buffer of ``sources`` to ``dst + h * dst_head`` of the
-        matching buffer of ``targets``: one graph run per head, or on the CPU one ``memmove``
-        per head and buffer."""
+        """Copy ``length`` positions of every head, from byte offset ``src`` of each buffer of
+        ``sources`` (heads ``src_head`` bytes apart) to offset ``dst`` of the matching buffer of
+        ``targets`` (heads ``dst_head`` apart): one graph run per head, or on the CPU one
+        ``memmove`` per head and buffer (a head's positions are contiguous)."""
+        g = self.graph
+        shape = [1, 1, length, g.head_dim]
         if self.memmove:
-            nbytes = int(np.prod(shape)) * np.dtype(self.np_type).itemsize
+            nbytes = length * g.head_dim * np.dtype(self.np_type).itemsize
             move = ctypes.memmove
             for source, target in zip(sources, targets, strict=True):
                 s, t = source.data_ptr() + src, target.data_ptr() + dst
-                for h in range(heads):
+                for h in range(g.kv_heads):
                     move(t + h * dst_head, s + h * src_head, nbytes)
             return
-        for h in range(heads):
+        for h in range(g.kv_heads):
             self.copy_between(sources, src + h * src_head, targets, dst + h * dst_head, shape)
 
     def resize(

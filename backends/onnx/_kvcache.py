@@ -153,26 +153,11 @@ class SlotCache:
             return
         if length > 0:
             head = self._head_bytes(self.capacity)
-            self._copy_heads(self.values, src * stride, head, self.values, dst * stride, head, length)
+            self.ops.copy_heads(self.values, src * stride, head, self.values, dst * stride, head, length)
 
     def _head_bytes(self, positions: int) -> int:
         """Bytes of one head's ``positions`` positions (a buffer's head stride)."""
         return positions * self.graph.head_dim * np.dtype(self.ops.np_type).itemsize
-
-    def _copy_heads(
-        self,
-        sources: Sequence[ort.OrtValue],
-        src: int,
-        src_head: int,
-        targets: Sequence[ort.OrtValue],
-        dst: int,
-        dst_head: int,
-        length: int,
-    ) -> None:
-        """Copy ``length`` positions of every head, from byte offset ``src`` of ``sources`` (heads
-        ``src_head`` bytes apart) to offset ``dst`` of ``targets`` (heads ``dst_head`` apart)."""
-        shape = [1, 1, length, self.graph.head_dim]
-        self.ops.copy_heads(sources, src, src_head, targets, dst, dst_head, shape, self.graph.kv_heads)
 
     def extract(self, slot: int, length: int) -> list[ort.OrtValue]:
         """The first ``length`` positions of ``slot``: new buffers ``[1, kv_heads, length, head_dim]``
@@ -187,7 +172,7 @@ class SlotCache:
                 for _ in self.values
             ]
         base = slot * self._row_stride()
-        self._copy_heads(
+        self.ops.copy_heads(
             self.values, base, self._head_bytes(self.capacity), out, 0, self._head_bytes(length), length
         )
         return out
@@ -196,7 +181,7 @@ class SlotCache:
         """Copy the first ``length`` positions of ``source`` (buffers ``[1, kv_heads, held,
         head_dim]``, as :meth:`extract` makes them) into ``slot``, head by head."""
         base = slot * self._row_stride()
-        self._copy_heads(
+        self.ops.copy_heads(
             source, 0, self._head_bytes(held), self.values, base, self._head_bytes(self.capacity), length
         )
 
