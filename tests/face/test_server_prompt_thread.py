@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from rxstream.backends import OnnxModel
-from rxstream.server import create_app, run_in_thread
 from rxstream.server import _prompt as prompt_module
+from rxstream.server import create_app, run_in_thread
 from rxstream.server._prompt import INLINE_PROMPT_BYTES
 
 
