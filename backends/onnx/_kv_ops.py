@@ -31,8 +31,9 @@ class KVOps:
     join one). Sessions are built on first use, with graph optimizations off (nothing to fuse).
 
     On the CPU, copies between raw pointers (:meth:`copy_between`, :meth:`copy_heads`) are plain
-    ``memmove`` calls: an onnxruntime run binding every buffer costs more than the bytes (a short
-    prompt prefix's copy went from ~7 ms to well under one). Other providers run the ``copy`` graph.
+    ``memmove`` calls: an onnxruntime run binding every buffer costs more than the bytes (a
+    one-token request whose prompt begins like a stored one: 38.3 -> 34.1 ms with SmolLM2
+    int4-a8). Other providers run the ``copy`` graph.
     """
 
     def __init__(self, graph: DecoderSession) -> None:
