@@ -78,6 +78,10 @@ ACCURACY_LEVEL = 0
 """``MatMulNBits`` ``accuracy_level`` of the exact builds: 0, float32 activations. ``int4-a8``
 uses level 4 (int8 activations quantized per block of the weights' block size, int32 sums)."""
 A8_LEVEL = 4
+MINS_BLOCK = 32
+"""``int4-a8`` writes the mins term's matrix (the rests of centred mins, ``[out, blocks]``) as 8-bit
+codes, one scale per row and :data:`MINS_BLOCK` blocks: the term is an 8-bit ``MatMulNBits`` over
+the input's block sums, a quarter of the float matrix's bytes (13 of SmolLM2's 230 MB)."""
 
 
 @dataclass(frozen=True)
@@ -311,7 +315,7 @@ def prepare_initializers(
         for j, (key, nibbles, floats) in enumerate(segments):
             prefix = name if len(segments) == 1 else f"{name}.s{j}"
             if key[0]:
-                out.update(_nibble_initializers(prefix, concat_nibbles(nibbles), bits=key[0]))
+                out.update(_nibble_initializers(prefix, concat_nibbles(nibbles), bits=key[0], mins8=a8))
             else:
                 out[prefix] = np.ascontiguousarray(np.concatenate(floats).T, dtype=np.float32)
 
@@ -347,7 +351,7 @@ def prepare_initializers(
     return out
 
 
-def _nibble_initializers(name: str, w: Nibbles, bits: int = 4) -> dict[str, np.ndarray]:
+def _nibble_initializers(name: str, w: Nibbles, bits: int = 4, mins8: bool = False) -> dict[str, np.ndarray]:
     """``MatMulNBits`` inputs (4 bits) that compute exactly the matrix ``w`` (in real arithmetic).
 
     ``{name}.q`` ``[out, blocks, block_size / 2]`` holds the codes (two per byte, low nibble
@@ -357,14 +361,22 @@ def _nibble_initializers(name: str, w: Nibbles, bits: int = 4) -> dict[str, np.n
     onnxruntime's CPU kernel then dequantizes the whole matrix on every call (some 10x slower than
     ``MatMul``) and rounds ``(q - zp) * scale`` differently from ``scale * q + min``.
     ``bits=8``: ``{name}.q8`` ``[out, blocks, block_size]`` and ``{name}.zp`` one byte a block.
+    ``mins8`` (``int4-a8``): the mins as :func:`_mins_initializers` writes them, 8-bit.
     """
     n, blocks, _ = w.codes.shape
+    mins: dict[str, np.ndarray] = {}
+    if w.mins is not None:
+        mins = (
+            _mins_initializers(name, w.mins)
+            if mins8
+            else {f"{name}.mins": np.ascontiguousarray(w.mins.T, np.float32)}
+        )
     if bits == 8:  # one code and one zero point a byte
         return {
             f"{name}.q8": np.ascontiguousarray(w.codes, dtype=np.uint8),
             f"{name}.scales": np.ascontiguousarray(w.scales.reshape(-1), dtype=np.float32),
             f"{name}.zp": np.ascontiguousarray(w.zero_points.reshape(-1), dtype=np.uint8),
-            **({} if w.mins is None else {f"{name}.mins": np.ascontiguousarray(w.mins.T, dtype=np.float32)}),
+            **mins,
         }
     out: dict[str, np.ndarray] = {
         f"{name}.q": (w.codes[..., 0::2] | (w.codes[..., 1::2] << np.uint8(4))).astype(np.uint8),
@@ -375,9 +387,25 @@ def _nibble_initializers(name: str, w: Nibbles, bits: int = 4) -> dict[str, np.n
         if blocks % 2:
             zp = np.concatenate([zp, np.zeros((n, 1), np.uint8)], axis=1)
         out[f"{name}.zp"] = (zp[:, 0::2] | (zp[:, 1::2] << np.uint8(4))).astype(np.uint8)
-    if w.mins is not None:
-        out[f"{name}.mins"] = np.ascontiguousarray(w.mins.T, dtype=np.float32)
-    return out
+    return {**out, **mins}
+
+
+def _mins_initializers(name: str, mins: F32) -> dict[str, np.ndarray]:
+    """8-bit ``MatMulNBits`` inputs for the mins ``[out, blocks]``: ``{name}.mins.q8``
+    ``[out, groups, MINS_BLOCK]`` (codes around the kernel's default zero point 128, the last group
+    padded with it) and ``{name}.mins.scales`` (one per row and group: its largest magnitude / 127)."""
+    n, blocks = mins.shape
+    groups = -(-blocks // MINS_BLOCK)
+    padded = np.zeros((n, groups * MINS_BLOCK), np.float32)
+    padded[:, :blocks] = mins
+    grouped = padded.reshape(n, groups, MINS_BLOCK)
+    top = np.abs(grouped).max(axis=-1)
+    scales = np.where(top == 0, np.float32(1), top / np.float32(127)).astype(np.float32)
+    codes = np.clip(np.rint(grouped / scales[..., None]), -127, 127).astype(np.int16) + 128
+    return {
+        f"{name}.mins.q8": codes.astype(np.uint8),
+        f"{name}.mins.scales": np.ascontiguousarray(scales.reshape(-1)),
+    }
 
 
 class _Builder:
@@ -549,13 +577,27 @@ class _DecoderGraph:
             block_size=size,
             accuracy_level=self.level,
         )
-        if f"{prefix}.mins" not in self.initializers:
+        mins8 = f"{prefix}.mins.q8" in self.initializers
+        if f"{prefix}.mins" not in self.initializers and not mins8:
             return y
         if (x, size) not in self.block_sums:
             blocked = b.one("Reshape", [x, b.const(f"c_blocks_{k}_{size}", [0, 0, k // size, size])])
             axes = b.const("c_axes_last", [-1])
             self.block_sums[(x, size)] = b.one("ReduceSum", [blocked, axes], keepdims=0)
-        return b.one("Add", [y, b.one("MatMul", [self.block_sums[(x, size)], f"{prefix}.mins"])])
+        sums = self.block_sums[(x, size)]
+        if not mins8:
+            return b.one("Add", [y, b.one("MatMul", [sums, f"{prefix}.mins"])])
+        term = b.one(
+            "MatMulNBits",
+            [sums, f"{prefix}.mins.q8", f"{prefix}.mins.scales"],
+            domain="com.microsoft",
+            K=k // size,
+            N=n,
+            bits=8,
+            block_size=MINS_BLOCK,
+            accuracy_level=self.level,
+        )
+        return b.one("Add", [y, term])
 
     def _dequantized(self, prefix: str, k: int) -> str:
         """The float ``[k, n]`` matrix of ``prefix``'s ``MatMulNBits`` inputs, from initializers
@@ -598,6 +640,19 @@ class _DecoderGraph:
         if f"{prefix}.mins" in self.initializers:  # [blocks, n]
             mins = b.one("Unsqueeze", [b.one("Transpose", [f"{prefix}.mins"], perm=[1, 0]), last])
             w = b.one("Add", [w, mins])
+        elif f"{prefix}.mins.q8" in self.initializers:  # [n, groups, MINS_BLOCK] around 128
+            codes8 = b.one("Cast", [f"{prefix}.mins.q8"], to=TensorProto.FLOAT)
+            centred = b.one("Sub", [codes8, b.const("c_f_128", 128.0, np.float32)])
+            groups = int(self.initializers[f"{prefix}.mins.q8"].dims[1])
+            group_scales = b.one(
+                "Reshape", [f"{prefix}.mins.scales", b.const(f"c_shape_{n}_{groups}_1", [n, groups, 1])]
+            )
+            flat = b.one(
+                "Reshape",
+                [b.one("Mul", [centred, group_scales]), b.const(f"c_rows_{n}", [n, -1])],
+            )
+            ends = (b.const("c_zero_1", [0]), b.const(f"c_end_{blocks}", [blocks]), b.const("c_axes1", [1]))
+            w = b.one("Add", [w, b.one("Unsqueeze", [b.one("Slice", [flat, *ends]), last])])
         w = b.one("Reshape", [w, b.const(f"c_shape_{n}_{k}", [n, k])])
         return b.one("Transpose", [w], perm=[1, 0])
 

@@ -1,5 +1,6 @@
-"""The ``int4-a8`` build of a GGUF: the GGUF's own weights (value for value in real arithmetic) as
-``MatMulNBits`` with 8-bit activations (``accuracy_level`` 4), every linear block type included."""
+"""The ``int4-a8`` build of a GGUF: the GGUF's own codes, scales and zero points (value for value
+in real arithmetic) as ``MatMulNBits`` with 8-bit activations (``accuracy_level`` 4), every linear
+block type included; the rests of centred mins rounded to 8 bits per row (the mins term)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from gguf import GGMLQuantizationType as Q
 from rxstream.backends import OnnxModel
 from rxstream.backends.convert import convert_gguf
 from rxstream.backends.convert._export import MODEL_FILE
-from rxstream.backends.convert._graph import A8_LEVEL, NBITS_HEAD_ROWS_A8
+from rxstream.backends.convert._graph import A8_LEVEL, MINS_BLOCK, NBITS_HEAD_ROWS_A8
 from tests.backends.test_backend_gguf import (
     BLOCK_TYPES,
     LINEAR_NAMES,
     WRITABLE,
+    F32,
     _nodes,
     assert_generates,
     encode,
@@ -27,6 +29,7 @@ from tests.backends.test_backend_gguf import (
     int4_matrices,
     onnx_weights,
     random_blocks,
+    stack_segments,
     tiny_llama,
     write_gguf,
 )
@@ -36,6 +39,26 @@ def correlation(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(np.ravel(a), np.ravel(b))[0, 1])
 
 
+def mins_half_steps(model_dir: Path) -> dict[str, F32]:
+    """For each weight of ``model.onnx``'s linears (named as ``int4_matrices`` names them): half the
+    step of the 8-bit code its block's rest of the min was rounded to (0 where there is none)."""
+    model = onnx.load(str(model_dir / MODEL_FILE), load_external_data=True)
+    arrays = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    by_prefix: dict[str, F32] = {}
+    for node in _nodes(model.graph):
+        if node.op_type != "MatMulNBits" or node.input[1].endswith(".mins.q8"):
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        k, n, size = attrs["K"], attrs["N"], attrs["block_size"]
+        prefix = node.input[1].removesuffix(".q8").removesuffix(".q")
+        half = np.zeros((n, -(-k // size)), np.float32)
+        if f"{prefix}.mins.q8" in arrays:
+            steps = arrays[f"{prefix}.mins.scales"].reshape(n, -1)
+            half = np.repeat(steps, MINS_BLOCK, axis=1)[:, : half.shape[1]] / 2
+        by_prefix[prefix] = np.repeat(half, size, axis=1)[:, :k]
+    return stack_segments(by_prefix)
+
+
 @pytest.mark.parametrize("qtype", BLOCK_TYPES, ids=lambda q: q.name)
 @pytest.mark.parametrize("untied", [False, True], ids=["tied", "untied"])
 def test_int4_a8_keeps_the_gguf_weights_and_rounds_only_activations(
@@ -43,7 +66,8 @@ def test_int4_a8_keeps_the_gguf_weights_and_rounds_only_activations(
 ) -> None:
     # every linear block type becomes MatMulNBits at accuracy level 4 (4-bit codes for blocks of at
     # most 4 bits, 8-bit codes for wider ones); the matrices they compute are the fp32 build's
-    # weights up to float rounding of the centred zero points (s * (c - z) + (m + s * z))
+    # weights up to float rounding of the centred zero points (s * (c - z) + (m + s * z)) and the
+    # 8-bit rounding of each block's rest m + s * z: a whole block moves by at most half its step
     t = tiny_llama(untied=untied, seed=int(qtype))
     tensors = gguf_tensors(t)
     if qtype in WRITABLE:
@@ -53,19 +77,30 @@ def test_int4_a8_keeps_the_gguf_weights_and_rounds_only_activations(
     path = write_gguf(tmp_path / "m.gguf", t, encoded)
     fp32_dir = convert_gguf(path, tmp_path / "fp32", progress=False)
     a8_dir = convert_gguf(path, tmp_path / "a8", quantization="int4-a8", progress=False)
-    fp32, a8 = onnx_weights(fp32_dir), int4_matrices(a8_dir)
+    fp32, a8, half = onnx_weights(fp32_dir), int4_matrices(a8_dir), mins_half_steps(a8_dir)
     names = [f"layers.{i}.{n}" for i in range(t.config.num_layers) for n in LINEAR_NAMES]
+    rounded = 0
     for name in [*names, "lm_head"]:
         expected = fp32["lm_head"].T if "lm_head" in fp32 else fp32["embed_tokens"]
         expected = expected if name == "lm_head" else fp32[name].T
         scale = float(np.abs(expected).max())
-        np.testing.assert_allclose(a8[name], expected, rtol=0, atol=2e-6 * scale, err_msg=name)
+        moved = np.abs(a8[name] - expected)
+        assert (moved <= half[name] * 1.0001 + 2e-6 * scale).all(), name
+        block = moved.reshape(moved.shape[0], -1, 16)  # a block's weights move together
+        assert (block.max(-1) - block.min(-1) <= 4e-6 * scale).all(), name
+        rounded += int((half[name] > 0).any())
+    assert rounded > 0 if qtype.name in ("Q4_1", "Q5_1", "Q2_K", "Q4_K", "Q5_K") else rounded == 0
     graph = onnx.load(str(a8_dir / MODEL_FILE), load_external_data=False).graph
-    nodes = [n for n in _nodes(graph) if n.op_type == "MatMulNBits"]
-    attrs = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in nodes]
+    every = [n for n in _nodes(graph) if n.op_type == "MatMulNBits"]
+    nodes = [n for n in every if not n.input[1].endswith(".mins.q8")]
+    attrs = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in every]
     assert len(nodes) == len(names) - t.config.num_layers + 1  # the linears (gate and up: one) and the head
     assert {a["accuracy_level"] for a in attrs} == {A8_LEVEL}
-    assert {a["bits"] for a in attrs} == {4 if qtype.name in ("Q4_0", "Q4_1", "Q2_K", "Q3_K", "Q4_K") else 8}
+    linear_bits = 4 if qtype.name in ("Q4_0", "Q4_1", "Q2_K", "Q3_K", "Q4_K") else 8
+    assert {a["bits"] for a in attrs} == {linear_bits, 8} if rounded else {linear_bits}
+    terms = {n.input[1].removesuffix(".mins.q8") for n in every if n not in nodes}
+    assert terms <= {n.input[1].removesuffix(".q8").removesuffix(".q") for n in nodes}
+    assert len(terms) >= len(nodes) - 1 if rounded else not terms  # a mins term per linear with mins
     assert not any(n.op_type == "MatMul" and n.input[1] in fp32 for n in _nodes(graph))  # no float weights
     # the model computes what the fp32 build does, with 8-bit activations' error only (random
     # K-quant blocks have scales over the whole fp16 range: logits of 1e4, a looser bound)
@@ -95,8 +130,15 @@ def test_centred_zero_points_keep_only_the_rest_of_the_mins(tmp_path: Path) -> N
     z = np.stack([low, high], axis=-1).reshape(n, -1)[:, :blocks].astype(np.float32)
     scales = a8[f"{name}.scales"].reshape(n, blocks)
     mins = int4[f"{name}.mins"].T  # [n, blocks]
-    np.testing.assert_allclose(a8[f"{name}.mins"].T, mins + scales * z, rtol=0, atol=1e-6)
-    assert (np.abs(a8[f"{name}.mins"].T) <= np.abs(scales) * 0.5 + 1e-6).mean() > 0.99
+    rest = mins + scales * z
+    assert (np.abs(rest) <= np.abs(scales) * 0.5 + 1e-6).mean() > 0.99
+    # the rests, 8-bit: codes around 128, one scale per row and MINS_BLOCK blocks (here one group)
+    codes, steps = a8[f"{name}.mins.q8"], a8[f"{name}.mins.scales"].reshape(n, -1)
+    assert codes.shape == (n, 1, MINS_BLOCK) and f"{name}.mins" not in a8
+    decoded = (codes[:, 0, :blocks].astype(np.float32) - 128) * steps
+    np.testing.assert_allclose(steps[:, 0], np.abs(rest).max(axis=1) / 127, rtol=1e-6)
+    assert (np.abs(decoded - rest) <= steps / 2 * 1.0001).all()
+    assert (codes[:, 0, blocks:] == 128).all()  # the padding adds nothing
     assert_generates(tmp_path / "a8")
 
 

@@ -355,7 +355,8 @@ def _nbits_matrix(node: onnx.NodeProto, arrays: dict[str, np.ndarray], nodes: li
     the graph alone: its ``K``, ``N``, ``bits`` and ``block_size``, its packed codes, scales and zero
     points (default ``2**(bits-1)``), plus ``{prefix}.mins`` ``[blocks, N]`` per block of
     ``block_size`` where the graph adds ``block_sums(x) @ mins`` (checked: the sums are over
-    ``block_size`` elements of the same input ``x``)."""
+    ``block_size`` elements of the same input ``x``), or the matrix of the 8-bit ``MatMulNBits``
+    over those sums (``{prefix}.mins.q8``, int4-a8), decoded the same way."""
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     k, n, bits, size = attrs["K"], attrs["N"], attrs["bits"], attrs["block_size"]
     x, qname, sname = node.input[0], node.input[1], node.input[2]
@@ -372,13 +373,16 @@ def _nbits_matrix(node: onnx.NodeProto, arrays: dict[str, np.ndarray], nodes: li
     scales = arrays[sname].reshape(n, blocks)
     w = (codes - zp[..., None]).astype(np.float32) * scales[..., None]
     prefix = qname.removesuffix(".q8").removesuffix(".q")
-    if f"{prefix}.mins" in arrays:
+    for name, op in ((f"{prefix}.mins", "MatMul"), (f"{prefix}.mins.q8", "MatMulNBits")):
+        if name not in arrays:
+            continue
         producer = {out: m for m in nodes for out in m.output}
-        (mm,) = [m for m in nodes if m.op_type == "MatMul" and m.input[1] == f"{prefix}.mins"]
+        (mm,) = [m for m in nodes if m.op_type == op and m.input[1] == name]
         reshape = producer[producer[mm.input[0]].input[0]]
         assert reshape.op_type == "Reshape" and reshape.input[0] == x, prefix
         assert list(arrays[reshape.input[1]])[-2:] == [k // size, size], prefix
-        w = w + arrays[f"{prefix}.mins"].T[..., None]
+        mins = arrays[name].T if op == "MatMul" else _nbits_matrix(mm, arrays, nodes)
+        w = w + mins[..., None]
     return np.asarray(w, np.float32).reshape(n, blocks * size)[:, :k]
 
 
@@ -391,11 +395,17 @@ def int4_matrices(model_dir: Path) -> dict[str, F32]:
     nodes = list(_nodes(model.graph))
     by_prefix: dict[str, F32] = {}
     for node in nodes:
-        if node.op_type == "MatMulNBits":
+        if node.op_type == "MatMulNBits" and not node.input[1].endswith(".mins.q8"):
             prefix = node.input[1].removesuffix(".q8").removesuffix(".q")
             by_prefix[prefix] = _nbits_matrix(node, arrays, nodes)
         elif node.op_type == "MatMul" and node.input[1] in arrays and not node.input[1].endswith(".mins"):
             by_prefix[node.input[1]] = np.ascontiguousarray(arrays[node.input[1]].T)
+    return stack_segments(by_prefix)
+
+
+def stack_segments(by_prefix: dict[str, F32]) -> dict[str, F32]:
+    """``[out, in]`` arrays by weight name: segments ``{name}.s0``, ``{name}.s1``, ... stacked by
+    rows, each ``{p}.gate_up`` also as its halves ``{p}.gate`` and ``{p}.up``."""
     out: dict[str, F32] = {}
     for prefix, w in sorted(by_prefix.items()):
         base, _, seg = prefix.rpartition(".s")
