@@ -18,9 +18,9 @@ from rxstream.backends.convert._export import MODEL_FILE
 from rxstream.backends.convert._graph import A8_LEVEL, MINS_BLOCK, NBITS_HEAD_ROWS_A8
 from tests.backends.test_backend_gguf import (
     BLOCK_TYPES,
+    F32,
     LINEAR_NAMES,
     WRITABLE,
-    F32,
     _nodes,
     assert_generates,
     encode,
