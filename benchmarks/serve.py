@@ -298,12 +298,20 @@ def rxstream_server(model_arg: str, description: str, mode: str, args: argparse.
     )
 
 
+def no_mmap_flags(binary: Path) -> list[str]:
+    """The flags that make ``binary`` read the model into allocated memory instead of mapping the
+    file (newer builds: ``-lm none``; older: ``--no-mmap``)."""
+    help_text = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60).stdout
+    return ["-lm", "none"] if "--load-mode" in help_text else ["--no-mmap"]
+
+
 def llama_servers(binary: Path, gguf: Path, slots: int, settings: list[str], tag: str = "") -> list[Server]:
-    """``llama-server`` on ``gguf`` once per thread setting (``2``; ``2p``: ``OMP_WAIT_POLICY=PASSIVE``);
-    ``tag`` names the build when several are compared."""
+    """``llama-server`` on ``gguf`` once per thread setting (``2``; ``2p``: ``OMP_WAIT_POLICY=PASSIVE``;
+    ``2h``: the model read into memory, not mapped, with glibc's huge-page tunable -- the 2 MiB pages
+    ``rxstream serve`` gets); ``tag`` names the build when several are compared."""
     out = []
     for setting in settings:
-        threads = setting.rstrip("p")
+        threads = setting.rstrip("ph")
         port = free_port()
         env = {**os.environ}
         if setting.endswith("p"):
@@ -311,6 +319,10 @@ def llama_servers(binary: Path, gguf: Path, slots: int, settings: list[str], tag
         cmd = [str(binary), "-m", str(gguf), "--port", str(port), "-np", str(slots), "-c", str(256 * slots)]
         cmd += ["-cb", "--no-webui", "-t", threads, "-tb", threads, "--log-disable"]
         policy = ", OMP_WAIT_POLICY=PASSIVE" if setting.endswith("p") else ""
+        if setting.endswith("h"):
+            env["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1"
+            cmd += no_mmap_flags(binary)
+            policy = ", huge pages (not mapped, GLIBC_TUNABLES=glibc.malloc.hugetlb=1)"
         out.append(
             Server(
                 label=f"llama.cpp{tag} -t {threads}{policy}",
@@ -511,7 +523,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--llama-threads",
         default="1,2,2p",
-        help="llama-server thread settings (2p: 2 threads, OMP_WAIT_POLICY=PASSIVE; default 1,2,2p)",
+        help="llama-server thread settings (2p: 2 threads, OMP_WAIT_POLICY=PASSIVE; 2h: 2 threads, the "
+        "model in huge pages; default 1,2,2p)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS / "serve.md")
     args = parser.parse_args(argv)
