@@ -61,11 +61,11 @@ _COMPLETE = ".complete"
 _FORMAT = "rxstream-onnx-format 4"
 """Written into an fp32 directory's completion marker; a cached directory of another format is rebuilt
 (4: the graphs take ``logits_to_keep``)."""
-_FORMATS = {"fp32": _FORMAT, "int4": "rxstream-onnx-format 5", "int4-a8": "rxstream-onnx-format 7"}
+_FORMATS = {"fp32": _FORMAT, "int4": "rxstream-onnx-format 5", "int4-a8": "rxstream-onnx-format 8"}
 """The format of each quantization (int4 since 3: the GGUF's 4-bit blocks kept exactly, not quantized
 anew; 4: ``logits_to_keep``; 5: int4's float twin for batches, and int4-a8: 8-bit activations,
 centred zero points, an 8-bit head; 6, int4-a8: the MLP's gate and up as one matrix; 7, int4-a8:
-the mins term's matrix 8-bit)."""
+the mins term's matrix 8-bit; 8, int4-a8: the mins as extra blocks of each linear's own codes)."""
 
 
 def default_cache_dir() -> Path:

@@ -1,6 +1,6 @@
 """The ``int4-a8`` build of a GGUF: the GGUF's own codes, scales and zero points (value for value
 in real arithmetic) as ``MatMulNBits`` with 8-bit activations (``accuracy_level`` 4), every linear
-block type included; the rests of centred mins rounded to 8 bits per row (the mins term)."""
+block type included; the rests of centred mins rounded to the codes' width as extra blocks."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from gguf import GGMLQuantizationType as Q
 from rxstream.backends import OnnxModel
 from rxstream.backends.convert import convert_gguf
 from rxstream.backends.convert._export import MODEL_FILE
-from rxstream.backends.convert._graph import A8_LEVEL, MINS_BLOCK, NBITS_HEAD_ROWS_A8
+from rxstream.backends.convert._graph import A8_LEVEL, NBITS_HEAD_ROWS_A8
 from tests.backends.test_backend_gguf import (
     BLOCK_TYPES,
     F32,
@@ -41,21 +41,24 @@ def correlation(a: np.ndarray, b: np.ndarray) -> float:
 
 def mins_half_steps(model_dir: Path) -> dict[str, F32]:
     """For each weight of ``model.onnx``'s linears (named as ``int4_matrices`` names them): half the
-    step of the 8-bit code its block's rest of the min was rounded to (0 where there is none)."""
+    step of the codes its block's rest of the min was rounded to (the scale of the rest block
+    holding it; 0 where the node has no rest blocks)."""
     model = onnx.load(str(model_dir / MODEL_FILE), load_external_data=True)
     arrays = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
     by_prefix: dict[str, F32] = {}
+    concats = {out for m in _nodes(model.graph) if m.op_type == "Concat" for out in m.output}
     for node in _nodes(model.graph):
-        if node.op_type != "MatMulNBits" or node.input[1].endswith(".mins.q8"):
+        if node.op_type != "MatMulNBits":
             continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         k, n, size = attrs["K"], attrs["N"], attrs["block_size"]
         prefix = node.input[1].removesuffix(".q8").removesuffix(".q")
-        half = np.zeros((n, -(-k // size)), np.float32)
-        if f"{prefix}.mins.q8" in arrays:
-            steps = arrays[f"{prefix}.mins.scales"].reshape(n, -1)
-            half = np.repeat(steps, MINS_BLOCK, axis=1)[:, : half.shape[1]] / 2
-        by_prefix[prefix] = np.repeat(half, size, axis=1)[:, :k]
+        scales = arrays[node.input[2]].reshape(n, -1)
+        width = k * size // (size + 1) if node.input[0] in concats else k
+        half = np.zeros((n, width // size), np.float32)
+        if width != k:  # rest blocks after the weights' blocks, size rests each
+            half = np.repeat(scales[:, width // size :], size, axis=1)[:, : width // size] / 2
+        by_prefix[prefix] = np.repeat(half, size, axis=1)
     return stack_segments(by_prefix)
 
 
@@ -91,16 +94,15 @@ def test_int4_a8_keeps_the_gguf_weights_and_rounds_only_activations(
         rounded += int((half[name] > 0).any())
     assert rounded > 0 if qtype.name in ("Q4_1", "Q5_1", "Q2_K", "Q4_K", "Q5_K") else rounded == 0
     graph = onnx.load(str(a8_dir / MODEL_FILE), load_external_data=False).graph
-    every = [n for n in _nodes(graph) if n.op_type == "MatMulNBits"]
-    nodes = [n for n in every if not n.input[1].endswith(".mins.q8")]
-    attrs = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in every]
+    nodes = [n for n in _nodes(graph) if n.op_type == "MatMulNBits"]
+    attrs = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in nodes]
     assert len(nodes) == len(names) - t.config.num_layers + 1  # the linears (gate and up: one) and the head
     assert {a["accuracy_level"] for a in attrs} == {A8_LEVEL}
-    linear_bits = 4 if qtype.name in ("Q4_0", "Q4_1", "Q2_K", "Q3_K", "Q4_K") else 8
-    assert {a["bits"] for a in attrs} == {linear_bits, 8} if rounded else {linear_bits}
-    terms = {n.input[1].removesuffix(".mins.q8") for n in every if n not in nodes}
-    assert terms <= {n.input[1].removesuffix(".q8").removesuffix(".q") for n in nodes}
-    assert len(terms) >= len(nodes) - 1 if rounded else not terms  # a mins term per linear with mins
+    assert {a["bits"] for a in attrs} == {4 if qtype.name in ("Q4_0", "Q4_1", "Q2_K", "Q3_K", "Q4_K") else 8}
+    producers = {out: m.op_type for m in _nodes(graph) for out in m.output}
+    fed = [producers.get(n.input[0]) == "Concat" for n in nodes]  # x and its block sums: the mins
+    assert sum(fed) >= len(nodes) - 1 if rounded else not any(fed)
+    assert not any(n.op_type == "MatMul" and n.input[1].endswith(".mins") for n in _nodes(graph))
     assert not any(n.op_type == "MatMul" and n.input[1] in fp32 for n in _nodes(graph))  # no float weights
     # the model computes what the fp32 build does, with 8-bit activations' error only (random
     # K-quant blocks have scales over the whole fp16 range: logits of 1e4, a looser bound)
@@ -126,19 +128,22 @@ def test_centred_zero_points_keep_only_the_rest_of_the_mins(tmp_path: Path) -> N
     low, high = zp & 0x0F, zp >> 4
     assert (int4[f"{name}.zp"] == 0).all() and (low > 0).any() and (high > 0).any()
     n = a8[f"{name}.q"].shape[0]
-    blocks = a8[f"{name}.q"].shape[1]
+    blocks = int4[f"{name}.q"].shape[1]
     z = np.stack([low, high], axis=-1).reshape(n, -1)[:, :blocks].astype(np.float32)
-    scales = a8[f"{name}.scales"].reshape(n, blocks)
+    scales = a8[f"{name}.scales"].reshape(n, -1)[:, :blocks]
     mins = int4[f"{name}.mins"].T  # [n, blocks]
     rest = mins + scales * z
     assert (np.abs(rest) <= np.abs(scales) * 0.5 + 1e-6).mean() > 0.99
-    # the rests, 8-bit: codes around 128, one scale per row and MINS_BLOCK blocks (here one group)
-    codes, steps = a8[f"{name}.mins.q8"], a8[f"{name}.mins.scales"].reshape(n, -1)
-    assert codes.shape == (n, 1, MINS_BLOCK) and f"{name}.mins" not in a8
-    decoded = (codes[:, 0, :blocks].astype(np.float32) - 128) * steps
-    np.testing.assert_allclose(steps[:, 0], np.abs(rest).max(axis=1) / 127, rtol=1e-6)
-    assert (np.abs(decoded - rest) <= steps / 2 * 1.0001).all()
-    assert (codes[:, 0, blocks:] == 128).all()  # the padding adds nothing
+    # the rests, as one more block of 4-bit codes after the blocks of the weights (one scale
+    # and zero point: 0 exactly, so the end of the block past the last rest adds nothing)
+    q = a8[f"{name}.q"]
+    rest_codes = np.stack([q[:, blocks] & 0x0F, q[:, blocks] >> 4], axis=-1).reshape(n, -1)
+    all_zp = np.stack([low, high], axis=-1).reshape(n, -1)
+    assert q.shape[1] == blocks + 1 and f"{name}.mins" not in a8
+    step = a8[f"{name}.scales"].reshape(n, -1)[:, blocks]
+    decoded = (rest_codes.astype(np.float32) - all_zp[:, blocks, None]) * step[:, None]
+    assert (np.abs(decoded[:, :blocks] - rest) <= step[:, None] / 2 * 1.0001).all()
+    assert (decoded[:, blocks:] == 0).all()
     assert_generates(tmp_path / "a8")
 
 

@@ -355,8 +355,9 @@ def _nbits_matrix(node: onnx.NodeProto, arrays: dict[str, np.ndarray], nodes: li
     the graph alone: its ``K``, ``N``, ``bits`` and ``block_size``, its packed codes, scales and zero
     points (default ``2**(bits-1)``), plus ``{prefix}.mins`` ``[blocks, N]`` per block of
     ``block_size`` where the graph adds ``block_sums(x) @ mins`` (checked: the sums are over
-    ``block_size`` elements of the same input ``x``), or the matrix of the 8-bit ``MatMulNBits``
-    over those sums (``{prefix}.mins.q8``, int4-a8), decoded the same way."""
+    ``block_size`` elements of the same input ``x``). A node whose input is ``x`` followed by its
+    block sums (int4-a8's rest blocks) computes, over ``x``, its first ``K`` columns plus each rest
+    column spread over its block (checked the same way)."""
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     k, n, bits, size = attrs["K"], attrs["N"], attrs["bits"], attrs["block_size"]
     x, qname, sname = node.input[0], node.input[1], node.input[2]
@@ -372,18 +373,27 @@ def _nbits_matrix(node: onnx.NodeProto, arrays: dict[str, np.ndarray], nodes: li
         zp = np.full((n, blocks), 1 << (bits - 1), np.int32)
     scales = arrays[sname].reshape(n, blocks)
     w = (codes - zp[..., None]).astype(np.float32) * scales[..., None]
+    w = np.asarray(w, np.float32).reshape(n, blocks * size)[:, :k]
+    producer = {out: m for m in nodes for out in m.output}
+
+    def block_sums_of(sums: str, of: str, width: int) -> None:
+        reshape = producer[producer[sums].input[0]]
+        assert reshape.op_type == "Reshape" and reshape.input[0] == of, qname
+        assert list(arrays[reshape.input[1]])[-2:] == [width // size, size], qname
+
+    concat = producer.get(x)
+    if concat is not None and concat.op_type == "Concat":  # x, then its block sums
+        x, sums = concat.input
+        width = k * size // (size + 1)
+        block_sums_of(sums, x, width)
+        w = w[:, :width] + np.repeat(w[:, width : width + width // size], size, axis=1)
+        k = width
     prefix = qname.removesuffix(".q8").removesuffix(".q")
-    for name, op in ((f"{prefix}.mins", "MatMul"), (f"{prefix}.mins.q8", "MatMulNBits")):
-        if name not in arrays:
-            continue
-        producer = {out: m for m in nodes for out in m.output}
-        (mm,) = [m for m in nodes if m.op_type == op and m.input[1] == name]
-        reshape = producer[producer[mm.input[0]].input[0]]
-        assert reshape.op_type == "Reshape" and reshape.input[0] == x, prefix
-        assert list(arrays[reshape.input[1]])[-2:] == [k // size, size], prefix
-        mins = arrays[name].T if op == "MatMul" else _nbits_matrix(mm, arrays, nodes)
-        w = w + mins[..., None]
-    return np.asarray(w, np.float32).reshape(n, blocks * size)[:, :k]
+    if f"{prefix}.mins" in arrays:
+        (mm,) = [m for m in nodes if m.op_type == "MatMul" and m.input[1] == f"{prefix}.mins"]
+        block_sums_of(mm.input[0], x, k)
+        w = w + np.repeat(arrays[f"{prefix}.mins"].T, size, axis=1)[:, :k]
+    return np.asarray(w, np.float32)
 
 
 def int4_matrices(model_dir: Path) -> dict[str, F32]:
@@ -395,7 +405,7 @@ def int4_matrices(model_dir: Path) -> dict[str, F32]:
     nodes = list(_nodes(model.graph))
     by_prefix: dict[str, F32] = {}
     for node in nodes:
-        if node.op_type == "MatMulNBits" and not node.input[1].endswith(".mins.q8"):
+        if node.op_type == "MatMulNBits":
             prefix = node.input[1].removesuffix(".q8").removesuffix(".q")
             by_prefix[prefix] = _nbits_matrix(node, arrays, nodes)
         elif node.op_type == "MatMul" and node.input[1] in arrays and not node.input[1].endswith(".mins"):
