@@ -83,8 +83,8 @@ REST_BLOCKS = True
 mins (``[out, blocks]``) become extra blocks of codes after the weights' (:func:`_with_rests`), and
 the node's input is ``x`` followed by its block sums (``K`` grows by one per block of ``x``), so a
 linear layer is one kernel call, as llama.cpp's Q4_1 dot product adds its ``m * s_a`` term in the
-same loop. Measured on SmolLM2 (a decode step, interleaved processes, both load orders): 0.946x
-and 0.920x as long as with a separate 8-bit ``MatMulNBits`` for the term."""
+same loop. Measured on SmolLM2 (a decode step, interleaved processes, both load orders): 0.915x
+and 0.923x as long as with a separate 8-bit ``MatMulNBits`` for the term."""
 
 
 @dataclass(frozen=True)
