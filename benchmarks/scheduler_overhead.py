@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from typing import Any
 
+from pass_timer import time_passes  # benchmarks/pass_timer.py
 from reactivex import operators as ops
 
 from rxstream.backends import OnnxModel, default_cache_dir
@@ -25,16 +25,7 @@ from rxstream.backends.convert import KNOWN_MODELS
 def timed_model(directory: str, batching: bool) -> tuple[OnnxModel, list[float]]:
     """The model, and a list that collects the seconds of each forward pass."""
     model = OnnxModel.load(directory, provider="cpu", spinning=False, batching=batching)
-    passes: list[float] = []
-    run = model._session.run_bound
-
-    def timed(binding: Any) -> None:
-        start = time.perf_counter()
-        run(binding)
-        passes.append(time.perf_counter() - start)
-
-    model._session.run_bound = timed  # type: ignore[method-assign]
-    return model, passes
+    return model, time_passes(model)
 
 
 def main() -> int:

@@ -17,12 +17,12 @@ import math
 import statistics
 import subprocess
 import sys
-import time
 from typing import Any
 
 
 def measure(first: str, second: str, rounds: int, tokens: int) -> dict[str, Any]:
     """Median step times of both (in load order) and the median of the per-round ratios first/second."""
+    from pass_timer import time_passes  # benchmarks/pass_timer.py
     from reactivex import operators as ops
 
     from rxstream.backends import OnnxModel
@@ -32,16 +32,7 @@ def measure(first: str, second: str, rounds: int, tokens: int) -> dict[str, Any]
         OnnxModel.load(d, provider="cpu", batching=BatchConfig(draft_tokens=0), spinning="step")
         for d in (first, second)
     ]
-    times: list[list[float]] = [[], []]
-    for k, model in enumerate(models):
-        run = model._session.run_bound
-
-        def timed(binding: Any, run: Any = run, k: int = k) -> None:
-            start = time.perf_counter()
-            run(binding)
-            times[k].append(time.perf_counter() - start)
-
-        model._session.run_bound = timed  # type: ignore[method-assign]
+    times = [time_passes(model) for model in models]
     prompt = models[0].encode_chat([{"role": "user", "content": "Write a short story about a robot."}])
     ratios: list[float] = []
     steps: list[list[float]] = [[], []]

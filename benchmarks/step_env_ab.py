@@ -23,27 +23,19 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from typing import Any
 
 
 def worker(directory: str) -> int:
     """Load ``directory``; for each line ``N`` on stdin generate N tokens, print the median step."""
+    from pass_timer import time_passes  # benchmarks/pass_timer.py
     from reactivex import operators as ops
 
     from rxstream.backends import OnnxModel
     from rxstream.backends.onnx import BatchConfig
 
     model = OnnxModel.load(directory, provider="cpu", batching=BatchConfig(draft_tokens=0), spinning="step")
-    times: list[float] = []
-    run = model._session.run_bound
-
-    def timed(binding: Any) -> None:
-        start = time.perf_counter()
-        run(binding)
-        times.append(time.perf_counter() - start)
-
-    model._session.run_bound = timed  # type: ignore[method-assign]
+    times = time_passes(model)
     prompt = model.encode_chat([{"role": "user", "content": "Write a short story about a robot."}])
     model.generate(prompt, max_new_tokens=4, ignore_eos=True).pipe(ops.to_list()).run()
     print("ready", flush=True)
