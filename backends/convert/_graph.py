@@ -78,13 +78,6 @@ ACCURACY_LEVEL = 0
 """``MatMulNBits`` ``accuracy_level`` of the exact builds: 0, float32 activations. ``int4-a8``
 uses level 4 (int8 activations quantized per block of the weights' block size, int32 sums)."""
 A8_LEVEL = 4
-REST_BLOCKS = True
-"""``int4-a8`` folds the mins term into the matrix's own ``MatMulNBits``: the rests of the centred
-mins (``[out, blocks]``) become extra blocks of codes after the weights' (:func:`_with_rests`), and
-the node's input is ``x`` followed by its block sums (``K`` grows by one per block of ``x``), so a
-linear layer is one kernel call, as llama.cpp's Q4_1 dot product adds its ``m * s_a`` term in the
-same loop. Measured on SmolLM2 (a decode step, interleaved processes, both load orders): 0.915x
-and 0.923x as long as with a separate 8-bit ``MatMulNBits`` for the term."""
 
 
 @dataclass(frozen=True)
@@ -288,7 +281,7 @@ def prepare_initializers(
     points are still the GGUF's, value for value in real arithmetic; what is rounded is each block
     of 32 activations, to 8 bits, as llama.cpp rounds them, and the rest of each centred min (at
     most half a step), to the matrix's own code width in extra blocks of the same ``MatMulNBits``
-    (:data:`REST_BLOCKS`): a block's weights move together by at most half a step of its row's
+    (:func:`_with_rests`): a block's weights move together by at most half a step of its row's
     rest codes (1/30 of the range of that row's rests at 4 bits, 1/510 at 8).
     """
     a8 = check_quantization(quantization, "prepare_initializers") == "int4-a8"
@@ -393,11 +386,14 @@ def _nibble_initializers(name: str, w: Nibbles, bits: int = 4) -> dict[str, np.n
 
 
 def _with_rests(w: Nibbles, bits: int) -> Nibbles:
-    """``w`` with its mins as extra blocks (``int4-a8``, :data:`REST_BLOCKS`): the rests
-    ``[out, blocks]``, ``block_size`` of them a block, rounded to ``bits``-bit codes with their own
-    scale and zero point (0 exactly representable, so the unused end of the last block adds
-    nothing); times the input's block sums they are the mins term. ``w`` itself where it has no
-    mins."""
+    """``w`` with its mins as extra blocks (``int4-a8``): the rests ``[out, blocks]``,
+    ``block_size`` of them a block, rounded to ``bits``-bit codes with their own scale and zero
+    point (0 exactly representable, so the unused end of the last block adds nothing); ``w``
+    itself where it has no mins. The graph feeds such a ``MatMulNBits`` ``x`` followed by its block
+    sums (``K`` grows by one per block of ``x``), so the mins term comes out of the linear's own
+    kernel call, as llama.cpp's Q4_1 dot product adds its ``m * s_a`` term in the same loop.
+    Measured on SmolLM2 (a decode step, interleaved processes, both load orders): 0.915x and
+    0.923x as long as with a separate 8-bit ``MatMulNBits`` for the term."""
     if w.mins is None:
         return w
     n, blocks, size = w.codes.shape
@@ -411,7 +407,6 @@ def _with_rests(w: Nibbles, bits: int) -> Nibbles:
     scales = np.where(high > low, (high - low) / np.float32(top), np.float32(1)).astype(np.float32)
     zero = np.clip(np.rint(-low / scales), 0, top)
     codes = np.clip(np.rint(grouped / scales[..., None]) + zero[..., None], 0, top)
-    codes[:, -1, blocks - (extra - 1) * size :] = zero[:, -1:]  # past the last rest: exactly 0
     return Nibbles(
         np.concatenate([w.codes, codes.astype(np.uint8)], axis=1),
         np.concatenate([w.scales, scales], axis=1),
